@@ -1,0 +1,152 @@
+"""The API a check script uses to expose its inputs, values and sanity assertions.
+
+A check is a plain script: ``python checks/x.py`` prints its trace and nothing else
+happens. Run by the book's runner, the environment variable ``NUMBOOK_RESULT`` names a file;
+at exit the check writes every recorded input, value and assertion there as JSON.
+
+    from numbook.check import given, value, sanity
+
+    B = given("B", 4)                        # an input, stated in the page's Given
+    logits = torch.empty(B, T, V)
+    value("fp32_mb", logits.nbytes / 1e6)    # a value claims in the prose bind to
+    sanity("reshape_conserves", logits.numel() == flat.numel())
+
+Names are unique per check. Values are numbers (int, float, bool), strings, or shapes
+(tuples or lists of ints, ``torch.Size`` included); 0-d tensors and numpy scalars are
+converted with ``.item()``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import platform
+import re
+import sys
+import time
+from typing import Any, TypeVar
+
+__all__ = ["requires", "given", "value", "sanity", "SanityError", "RESULT_ENV"]
+
+RESULT_ENV = "NUMBOOK_RESULT"
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_RESERVED = {"free", "sanity"}
+
+T = TypeVar("T")
+
+_state: dict[str, Any] = {
+    "inputs": {},
+    "values": {},
+    "sanity": {},
+    "requires": "cpu",
+    "started": time.time(),
+    "lines": {},
+}
+
+
+class SanityError(AssertionError):
+    """A sanity assertion of a check did not hold."""
+
+
+def _caller_line() -> int:
+    frame = sys._getframe(2)
+    return frame.f_lineno
+
+
+def _plain(x: Any) -> Any:
+    """Convert library scalars and shapes to JSON-friendly Python values."""
+    if isinstance(x, bool | int | float | str):
+        return x
+    if hasattr(x, "tolist") and hasattr(x, "ndim") and getattr(x, "ndim", 1) == 0:
+        return x.item()
+    if isinstance(x, tuple | list):  # torch.Size is a tuple
+        return [_plain(v) for v in x]
+    if hasattr(x, "item") and callable(x.item):
+        try:
+            return x.item()
+        except (ValueError, RuntimeError):
+            pass
+    raise TypeError(f"cannot record a value of type {type(x).__name__}: {x!r}")
+
+
+def _register(kind: str, name: str, x: Any) -> None:
+    if not _NAME.match(name) or name in _RESERVED:
+        raise ValueError(f"invalid {kind} name {name!r}: use a Python identifier, not 'free' or 'sanity'")
+    for other in ("inputs", "values"):
+        if name in _state[other]:
+            raise ValueError(f"{kind} name {name!r} is recorded twice")
+    _state[kind][name] = _plain(x)
+    _state["lines"][name] = _caller_line()
+
+
+def requires(device: str) -> None:
+    """Declare the device this check needs: ``"cpu"`` (the default) or ``"cuda"``."""
+    if device not in {"cpu", "cuda"}:
+        raise ValueError(f"requires() takes 'cpu' or 'cuda', not {device!r}")
+    _state["requires"] = device
+
+
+def given(name: str, x: T) -> T:
+    """Record an input of the problem; the page's Given section must state it."""
+    _register("inputs", name, x)
+    return x
+
+
+def value(name: str, x: T) -> T:
+    """Record a computed value that claims in the prose can bind to; returns ``x``."""
+    _register("values", name, x)
+    return x
+
+
+def sanity(name: str, condition: Any, message: str = "") -> None:
+    """Assert a sanity property; a false condition stops the check with a SanityError."""
+    if not _NAME.match(name):
+        raise ValueError(f"invalid sanity name {name!r}")
+    if name in _state["sanity"]:
+        raise ValueError(f"sanity name {name!r} is recorded twice")
+    ok = bool(condition)
+    _state["sanity"][name] = {"ok": ok, "message": message}
+    _state["lines"][name] = _caller_line()
+    if not ok:
+        raise SanityError(f"sanity '{name}' failed" + (f": {message}" if message else ""))
+
+
+def _device_name() -> str:
+    try:
+        import torch
+    except ImportError:
+        return platform.processor() or platform.machine()
+    if _state["requires"] == "cuda" and torch.cuda.is_available():
+        return "cuda: " + torch.cuda.get_device_name(0)
+    return "cpu: " + (platform.processor() or platform.machine())
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for mod in ("torch", "numpy"):
+        m = sys.modules.get(mod)
+        if m is not None:
+            out[mod] = str(getattr(m, "__version__", "?"))
+    return out
+
+
+def _write_result() -> None:
+    path = os.environ.get(RESULT_ENV)
+    if not path:
+        return
+    data = {
+        "inputs": _state["inputs"],
+        "values": _state["values"],
+        "sanity": _state["sanity"],
+        "lines": _state["lines"],
+        "requires": _state["requires"],
+        "device": _device_name(),
+        "versions": _versions(),
+        "elapsed_s": time.time() - _state["started"],
+    }
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(data, fh)
+
+
+atexit.register(_write_result)

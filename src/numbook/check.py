@@ -14,6 +14,9 @@ at exit the check writes every recorded input, value and assertion there as JSON
 Names are unique per check. Values are numbers (int, float, bool), strings, or shapes
 (tuples or lists of ints, ``torch.Size`` included); 0-d tensors and numpy scalars are
 converted with ``.item()``.
+
+A check that needs a GPU says so in a header comment the runner reads before running it:
+``# numbook: requires=cuda, timeout=300``.
 """
 
 from __future__ import annotations
@@ -21,13 +24,11 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import platform
 import re
 import sys
-import time
 from typing import Any, TypeVar
 
-__all__ = ["requires", "given", "value", "sanity", "SanityError", "RESULT_ENV"]
+__all__ = ["given", "value", "sanity", "SanityError", "RESULT_ENV"]
 
 RESULT_ENV = "NUMBOOK_RESULT"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -39,8 +40,6 @@ _state: dict[str, Any] = {
     "inputs": {},
     "values": {},
     "sanity": {},
-    "requires": "cpu",
-    "started": time.time(),
     "lines": {},
 }
 
@@ -80,13 +79,6 @@ def _register(kind: str, name: str, x: Any) -> None:
     _state["lines"][name] = _caller_line()
 
 
-def requires(device: str) -> None:
-    """Declare the device this check needs: ``"cpu"`` (the default) or ``"cuda"``."""
-    if device not in {"cpu", "cuda"}:
-        raise ValueError(f"requires() takes 'cpu' or 'cuda', not {device!r}")
-    _state["requires"] = device
-
-
 def given(name: str, x: T) -> T:
     """Record an input of the problem; the page's Given section must state it."""
     _register("inputs", name, x)
@@ -112,25 +104,6 @@ def sanity(name: str, condition: Any, message: str = "") -> None:
         raise SanityError(f"sanity '{name}' failed" + (f": {message}" if message else ""))
 
 
-def _device_name() -> str:
-    try:
-        import torch
-    except ImportError:
-        return platform.processor() or platform.machine()
-    if _state["requires"] == "cuda" and torch.cuda.is_available():
-        return "cuda: " + torch.cuda.get_device_name(0)
-    return "cpu: " + (platform.processor() or platform.machine())
-
-
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for mod in ("torch", "numpy"):
-        m = sys.modules.get(mod)
-        if m is not None:
-            out[mod] = str(getattr(m, "__version__", "?"))
-    return out
-
-
 def _write_result() -> None:
     path = os.environ.get(RESULT_ENV)
     if not path:
@@ -140,10 +113,6 @@ def _write_result() -> None:
         "values": _state["values"],
         "sanity": _state["sanity"],
         "lines": _state["lines"],
-        "requires": _state["requires"],
-        "device": _device_name(),
-        "versions": _versions(),
-        "elapsed_s": time.time() - _state["started"],
     }
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh)

@@ -25,7 +25,12 @@ class Diagnostic:
         return f"{head}\n{self.detail}" if self.detail else head
 
 
+reported: list[Diagnostic] = []
+"""Every diagnostic reported since the plugin last cleared it (one build)."""
+
+
 def report(diagnostics: list[Diagnostic]) -> None:
     """Send each diagnostic to the ``mkdocs.plugins.numbook`` logger as a warning."""
     for d in diagnostics:
+        reported.append(d)
         log.warning(str(d))

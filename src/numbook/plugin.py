@@ -9,6 +9,7 @@ with ``path:line``, so ``mkdocs build --strict`` fails on it.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -23,9 +24,9 @@ from mkdocs.structure.files import File, Files, InclusionLevel
 from mkdocs.structure.nav import Navigation, Section
 from mkdocs.structure.pages import Page
 
-from .diagnostics import Diagnostic, log, report
+from .book import Book, Entry, id_key
+from .diagnostics import log, report, reported
 from .markdown_ext import check_formatter, check_validator, set_page_context
-from .page import ChapterMeta, ProblemMeta, read_meta, split_front_matter
 from .runner import CheckResult, Runner
 from .verify import PageContext
 
@@ -53,13 +54,6 @@ class NumbookConfig(base.Config):
     """Insert that section after the nav item with this title (else at the end)."""
 
 
-class _Entry:
-    """One page the plugin knows the front matter of."""
-
-    def __init__(self, file: File, meta: base.Config | None, fm_lines: dict[str, int], offset: int) -> None:
-        self.file, self.meta, self.lines, self.offset = file, meta, fm_lines, offset
-
-
 class NumbookPlugin(BasePlugin[NumbookConfig]):
     """Executable, verified problem pages."""
 
@@ -67,15 +61,14 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
 
     def __init__(self) -> None:
         self.runner: Runner | None = None
-        self.entries: dict[str, _Entry] = {}      # src_uri -> entry
-        self.problems: dict[str, _Entry] = {}     # problem ID -> entry
-        self.chapters: dict[str, _Entry] = {}     # chapter ID -> entry
+        self.book = Book(Path("."))
         self.results: dict[str, CheckResult] = {}
         self.claims: dict[str, int] = {}
         self.timings: dict[str, float] = {}
 
     # -- configuration -----------------------------------------------------------------------
     def on_config(self, config: MkDocsConfig) -> MkDocsConfig | None:
+        reported.clear()
         root = Path(config.config_file_path or ".").resolve().parent
         self.root = root
         self.runner = Runner(root, os.path.relpath(self.config.checks_dir, root),
@@ -95,67 +88,44 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
     def on_files(self, files: Files, *, config: MkDocsConfig) -> Files:
         started = time.perf_counter()
         problems = Path(self.config.problems_dir)
-        rel_dir = problems.relative_to(self.root).as_posix()
         for path in sorted(problems.rglob("*.md")):
-            uri = f"{rel_dir}/{path.relative_to(problems).as_posix()}"
-            files.append(File(uri, str(self.root), config.site_dir, config.use_directory_urls,
+            uri = f"{problems.name}/{path.relative_to(problems).as_posix()}"
+            files.append(File(uri, str(problems.parent), config.site_dir, config.use_directory_urls,
                               inclusion=InclusionLevel.NOT_IN_NAV))
-        self.entries.clear()
-        self.problems.clear()
-        self.chapters.clear()
-        diags: list[Diagnostic] = []
+        self.book = Book(self.root)
         for f in files.documentation_pages():
-            raw = Path(f.abs_src_path or "").read_text(encoding="utf-8") if f.abs_src_path else ""
-            fm = split_front_matter(raw, self._display(f))
-            meta, errors = read_meta(fm, self._display(f))
-            diags += errors
-            entry = _Entry(f, meta, fm.lines, fm.offset)
-            self.entries[f.src_uri] = entry
-            if isinstance(meta, ProblemMeta):
-                if meta.id in self.problems:
-                    other = self._display(self.problems[meta.id].file)
-                    diags.append(Diagnostic(self._display(f), fm.lines.get("id", 1),
-                                            f"problem ID '{meta.id}' is also used by {other}"))
-                self.problems[meta.id] = entry
-            elif isinstance(meta, ChapterMeta):
-                self.chapters[meta.chapter] = entry
-        report(diags)
-        checks = [e.meta.check for e in self.entries.values() if e.meta is not None and e.meta.get("check")]
+            if f.abs_src_path:
+                self.book.add(f.src_uri, Path(f.abs_src_path))
+        report(self.book.diagnostics)
         assert self.runner is not None
-        self.results = self.runner.run_many(checks)
+        self.results = self.runner.run_many(self.book.checks())
         self.timings["checks_s"] = time.perf_counter() - started
         return files
 
-    def _display(self, f: File) -> str:
-        """The path an author recognises: problems/x.md, or docs/x.md for docs pages."""
-        if f.abs_src_path:
-            try:
-                return Path(f.abs_src_path).resolve().relative_to(self.root).as_posix()
-            except ValueError:
-                pass
-        return f.src_uri
-
     # -- navigation --------------------------------------------------------------------------
     def on_nav(self, nav: Navigation, *, config: MkDocsConfig, files: Files) -> Navigation | None:
-        if not self.problems and not self.chapters:
+        book = self.book
+        if not book.problems and not book.chapters:
             return nav
         parts: dict[str, Section] = {}
         chapters: dict[str, Section] = {}
-        for cid in sorted(set(self.chapters) | {pid.rsplit(".", 1)[0] for pid in self.problems}, key=_id_key):
+        for cid in sorted(set(book.chapters) | {pid.rsplit(".", 1)[0] for pid in book.problems}, key=id_key):
             part = cid.split(".")[0]
             if part not in parts:
                 parts[part] = Section(f"Part {part}", [])
-            ch = self.chapters.get(cid)
+            ch = book.chapters.get(cid)
+            ch_page = files.get_file_from_path(ch.uri).page if ch else None
             title = f"{cid} · {ch.meta.title}" if ch and ch.meta else f"Chapter {cid}"
             sec = Section(title, [])
-            if ch and ch.file.page:
-                ch.file.page.title = "Overview"
-                sec.children.append(ch.file.page)
+            if ch_page is not None:
+                ch_page.title = "Overview"
+                sec.children.append(ch_page)
             chapters[cid] = sec
             parts[part].children.append(sec)
-        for pid in sorted(self.problems, key=_id_key):
-            entry = self.problems[pid]
-            page = entry.file.page
+        for pid in sorted(book.problems, key=id_key):
+            entry = book.problems[pid]
+            f = files.get_file_from_path(entry.uri)
+            page = f.page if f else None
             if page is None or entry.meta is None:
                 continue
             page.title = f"{pid} · {entry.meta.title}"
@@ -169,20 +139,16 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
 
     # -- pages -------------------------------------------------------------------------------
     def on_page_markdown(self, markdown: str, *, page: Page, config: MkDocsConfig, files: Files) -> str | None:
-        entry = self.entries.get(page.file.src_uri)
+        entry = self.book.entries.get(page.file.src_uri)
         if entry is None or entry.meta is None:
             set_page_context(None)
             return markdown
-        meta = entry.meta
-        path = self._display(page.file)
         raw = Path(page.file.abs_src_path or "").read_text(encoding="utf-8")
-        offset = raw.count("\n") - markdown.count("\n")
-        problem = isinstance(meta, ProblemMeta)
-        assert self.runner is not None
-        ctx = PageContext(path, meta.get("check"), self._result, line_offset=offset,
-                          check_line=entry.lines.get("check", 1), problem=problem)
-        if problem:
-            head, markdown = self._problem_frame(markdown, meta, entry, path)
+        ctx = PageContext(entry.path, entry.check, self._result, line_offset=raw.count("\n") - markdown.count("\n"),
+                          check_line=entry.lines.get("check", 1), problem=entry.problem)
+        if entry.problem:
+            report(self.book.link_diagnostics(entry))
+            head, markdown = self._problem_frame(markdown, entry)
             ctx.line_offset -= head  # the lines the frame put before the body
         set_page_context(ctx)
         return markdown
@@ -193,26 +159,22 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         self.results[check] = res
         return res
 
-    def _problem_frame(self, markdown: str, meta: base.Config, entry: _Entry, path: str) -> tuple[int, str]:
+    def _problem_frame(self, markdown: str, entry: Entry) -> tuple[int, str]:
         """The H1 and precision line before the body, Draws on and Used by after it."""
+        meta, book = entry.meta, self.book
+        assert meta is not None
         head = f"# {meta.id} · {meta.title}\n\n"
         if meta.precision:
             head += f'<p class="nb-precision">{meta.precision}</p>\n\n'
         tail = ["", "## Draws on", ""]
-        for target in meta.draws_on:
-            other = self.problems.get(target)
-            if other is None or other.meta is None:
-                report([Diagnostic(path, entry.lines.get("draws_on", 1),
-                                   f"draws on '{target}', which is no problem in this book")])
-                continue
-            tail.append(f"- [{target} · {other.meta.title}]({_rel(entry.file, other.file)})")
+        tail += [f"- [{t} · {book.problems[t].meta.title}]({_rel(entry.uri, book.problems[t].uri)})"
+                 for t in meta.draws_on if t in book.problems]
         if not meta.draws_on:
             tail.append("Nothing earlier in the book: this problem starts from first principles.")
-        users = sorted((pid for pid, e in self.problems.items() if e.meta and meta.id in e.meta.draws_on),
-                       key=_id_key)
+        users = book.users(meta.id)
         if users:
             tail += ["", "## Used by", ""]
-            tail += [f"- [{u} · {self.problems[u].meta.title}]({_rel(entry.file, self.problems[u].file)})"
+            tail += [f"- [{u} · {book.problems[u].meta.title}]({_rel(entry.uri, book.problems[u].uri)})"
                      for u in users]
         return head.count("\n"), head + markdown + "\n".join(tail) + "\n"
 
@@ -226,22 +188,16 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         return server
 
     def on_post_build(self, *, config: MkDocsConfig) -> None:
+        if reported and config.strict and not log.isEnabledFor(logging.WARNING):
+            # --quiet hides warnings from --strict's counter; a wrong number must still fail the build
+            raise PluginError(f"{len(reported)} faults in checks and claims; the first: {reported[0]}")
         ran = [r for r in self.results.values() if r.ok and not r.cached and not r.frozen]
         log.info(f"numbook: {len(self.results)} checks ({len(ran)} ran, "
                  f"{sum(r.cached for r in self.results.values())} from cache) in {self.timings.get('checks_s', 0):.2f} s")
 
 
-def _id_key(pid: str) -> tuple[Any, ...]:
-    roman = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8, "IX": 9, "X": 10}
-    parts = pid.split(".")
-    key: list[Any] = [roman.get(parts[0], 99)]
-    for p in parts[1:]:
-        key.append((0, int(p)) if p.isdigit() else (1, p))
-    return tuple(key)
-
-
-def _rel(src: File, dst: File) -> str:
-    return os.path.relpath(dst.src_uri, os.path.dirname(src.src_uri) or ".").replace(os.sep, "/")
+def _rel(src: str, dst: str) -> str:
+    return os.path.relpath(dst, os.path.dirname(src) or ".").replace(os.sep, "/")
 
 
 def _relink(nav: Navigation) -> None:

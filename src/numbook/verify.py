@@ -256,6 +256,8 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
         if not line.strip():
             close_sanity_block()
         elif section == "Check — sanity" and not hm:
+            if re.match(r"^\s*(?:[-*+]|\d+\.)\s", line):
+                close_sanity_block()  # each list item is a sentence of its own
             sanity_block.append((lineno, line))
         spans = [(m.start(), m.end()) for m in _CODE_SPAN.finditer(line)]
         ranges, in_math = _math_ranges(line, in_math)

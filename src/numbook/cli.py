@@ -1,0 +1,112 @@
+"""The author CLI: ``numbook verify`` runs every check and verifies every claim, without HTML.
+
+    numbook verify [--root DIR] [--no-cache] [--jobs N]
+
+It reads the book's layout from mkdocs.yml (docs_dir and the numbook plugin's options),
+prints one line per fault (``path:line: message``) and a table of the checks, and exits
+non-zero when anything is wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .book import Book
+from .diagnostics import Diagnostic
+from .runner import CheckResult, Runner
+from .verify import PageContext, verify_page
+
+__all__ = ["main", "verify_book", "load_layout"]
+
+
+class _Loader(yaml.SafeLoader):
+    """Reads mkdocs.yml without constructing its ``!!python/...`` tags."""
+
+
+_Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+_Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def load_layout(root: Path) -> dict[str, Any]:
+    """docs_dir and the numbook plugin's options from ``root/mkdocs.yml``."""
+    cfg = yaml.load((root / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_Loader) or {}
+    opts: dict[str, Any] = {}
+    for plugin in cfg.get("plugins", []) or []:
+        if isinstance(plugin, dict) and "numbook" in plugin:
+            opts = plugin["numbook"] or {}
+    return {
+        "docs_dir": cfg.get("docs_dir", "docs"),
+        "problems_dir": opts.get("problems_dir", "problems"),
+        "checks_dir": opts.get("checks_dir", "checks"),
+        "cache_dir": opts.get("cache_dir", ".cache/numbook"),
+        "timeout": float(opts.get("timeout", 120)),
+    }
+
+
+def verify_book(root: Path, *, cache: bool = True, jobs: int = 0) -> tuple[list[Diagnostic], dict[str, CheckResult],
+                                                                          dict[str, int], Runner]:
+    """Run every check of the book once and verify every page: (faults, results, claims per check)."""
+    layout = load_layout(root)
+    runner = Runner(root, layout["checks_dir"], layout["cache_dir"] if cache else None, layout["timeout"], jobs)
+    book = Book.scan(root, root / layout["docs_dir"], root / layout["problems_dir"])
+    results = runner.run_many(book.checks())
+    diags = list(book.diagnostics)
+    claims: dict[str, int] = {}
+
+    def result(name: str) -> CheckResult:
+        if name not in results:
+            results[name] = runner.result(name)
+        return results[name]
+
+    for entry in book.entries.values():
+        if entry.meta is None:
+            continue
+        diags += book.link_diagnostics(entry)
+        ctx = PageContext(entry.path, entry.check, result, line_offset=entry.offset,
+                          check_line=entry.lines.get("check", 1), problem=entry.problem, render=False)
+        rep = verify_page(entry.body, ctx)
+        diags += rep.diagnostics
+        for check, n in rep.claims.items():
+            claims[check] = claims.get(check, 0) + n
+    return diags, results, claims, runner
+
+
+def _table(results: dict[str, CheckResult], claims: dict[str, int]) -> str:
+    rows = [("check", "status", "time", "source", "device", "claims")]
+    for name in sorted(results):
+        r = results[name]
+        src = "frozen" if r.frozen else ("cache" if r.cached else "ran")
+        rows.append((r.check, r.status, f"{r.elapsed_s:.2f} s", src, r.device, str(claims.get(r.check, 0))))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="numbook", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("verify", help="run every check and verify every claim, without building HTML")
+    v.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    v.add_argument("--no-cache", action="store_true", help="run every check even if a cached result exists")
+    v.add_argument("--jobs", type=int, default=0, help="checks run at once (default: one per core)")
+    args = parser.parse_args(argv)
+    if args.command == "verify":
+        started = time.perf_counter()
+        diags, results, claims, _ = verify_book(args.root.resolve(), cache=not args.no_cache, jobs=args.jobs)
+        for d in diags:
+            print(d, file=sys.stderr)
+        print(_table(results, claims))
+        total = sum(claims.values())
+        print(f"{len(results)} checks, {total} claims verified, {len(diags)} faults "
+              f"in {time.perf_counter() - started:.2f} s")
+        return 1 if diags else 0
+    return 2  # pragma: no cover
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""One tiny book built for real with `mkdocs build --strict`, and broken copies of it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TINY = Path(__file__).parent / "fixtures" / "tiny"
+A01 = "problems/I.1.A01.md"
+CHECK = "checks/i1_a01_embedding.py"
+
+
+def copy_tiny(tmp_path: Path) -> Path:
+    root = tmp_path / "tiny"
+    shutil.copytree(TINY, root)
+    return root
+
+
+def build(root: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(root / "site")],
+                           cwd=root, capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+def verify(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "numbook.cli", "verify"], cwd=root, capture_output=True,
+                          text=True, timeout=300, check=False)
+
+
+def edit(root: Path, rel: str, old: str, new: str) -> None:
+    path = root / rel
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} not in {rel}"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def warnings(proc: subprocess.CompletedProcess[str]) -> list[str]:
+    return [ln.split("-  ", 1)[1] for ln in proc.stderr.splitlines() if ln.startswith("WARNING")]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = copy_tiny(tmp_path_factory.mktemp("clean"))
+    proc = build(root)
+    assert proc.returncode == 0, proc.stderr
+    return root / "site"
+
+
+def test_clean_book_builds_strict(built: Path) -> None:
+    page = (built / "problems/I.1.A01/index.html").read_text(encoding="utf-8")
+    assert "I.1.A01 · The memory of an embedding table</h1>" in page
+    assert 'data-claim="fp32_mb">65.5</span> MB' in page
+    assert "table (32000, 512): 16,384,000 elements, 65,536,000 bytes in fp32" in page   # the printed output
+    assert 'class="nb-stamp"' in page and "ran for this build" in page
+    assert 'class="nb-sanity"' in page
+    assert 'href="../I.1.A02/">I.1.A02 · Two tables</a>' in page                           # Used by
+
+
+def test_draws_on_links_to_the_earlier_problem(built: Path) -> None:
+    page = (built / "problems/I.1.A02/index.html").read_text(encoding="utf-8")
+    assert 'href="../I.1.A01/">I.1.A01 · The memory of an embedding table</a>' in page
+
+
+def test_one_changed_digit_fails_the_build_with_path_line_claim_written_and_computed(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    edit(root, A01, "In fp32 that is [[65.5|fp32_mb]]", "In fp32 that is [[65.6|fp32_mb]]")
+    proc = build(root)
+    assert proc.returncode == 1
+    assert warnings(proc) == [
+        "problems/I.1.A01.md:32: claim 'fp32_mb' reads 65.6, checks/i1_a01_embedding.py computed 65.536 "
+        "(compared to 1 decimal place(s))"
+    ]
+    out = verify(root)
+    assert out.returncode == 1
+    assert out.stderr.splitlines()[0] == warnings(proc)[0]
+
+
+def test_a_raising_check_fails_with_its_traceback(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    edit(root, CHECK, 'value("numel", table.numel())', 'value("numel", table.numel())\nraise RuntimeError("boom")')
+    proc = build(root)
+    assert proc.returncode == 1
+    assert "problems/I.1.A01.md:4: check 'checks/i1_a01_embedding.py' raised: RuntimeError: boom" in proc.stderr
+    line = (root / CHECK).read_text(encoding="utf-8").splitlines().index('raise RuntimeError("boom")') + 1
+    assert f'{root / CHECK}", line {line}, in <module>' in proc.stderr
+
+
+def test_a_hanging_check_is_stopped_at_its_timeout(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    edit(root, CHECK, '"""I.1.A01: the memory of an embedding table."""',
+         '"""I.1.A01: the memory of an embedding table."""\n# numbook: timeout=2\nimport time\ntime.sleep(600)')
+    proc = build(root)
+    assert proc.returncode == 1
+    assert ("problems/I.1.A01.md:4: check 'checks/i1_a01_embedding.py' timed out after 2 s (raise it with a "
+            "'# numbook: timeout=SECONDS' line in the check)") in warnings(proc)
+
+
+def test_a_missing_check_file(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    (root / CHECK).unlink()
+    proc = build(root)
+    assert "problems/I.1.A01.md:4: check 'checks/i1_a01_embedding.py' does not exist " \
+           "(named by 'check: i1_a01_embedding.py')" in warnings(proc)
+
+
+def test_a_draws_on_target_that_does_not_exist(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    edit(root, "problems/I.1.A02.md", "draws_on: [I.1.A01]", "draws_on: [I.1.A09]")
+    proc = build(root)
+    assert warnings(proc) == ["problems/I.1.A02.md:5: draws on 'I.1.A09', which is no problem in this book"]
+
+
+def test_malformed_front_matter(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    edit(root, "problems/I.1.A02.md", "draws_on: [I.1.A01]", "draws_on: [I.1.A01\ntags: x")
+    proc = build(root)
+    assert proc.returncode == 1
+    assert any(w.startswith("problems/I.1.A02.md:6: malformed front matter:") for w in warnings(proc)), proc.stderr
+
+
+def test_an_unknown_front_matter_field(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    edit(root, "problems/I.1.A02.md", "draws_on: [I.1.A01]", "draw_on: [I.1.A01]")
+    proc = build(root)
+    assert "problems/I.1.A02.md:5: front matter 'draw_on': Unrecognised configuration name: draw_on" \
+        in warnings(proc)
+
+
+def test_an_unbound_number_in_the_solution(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    edit(root, A01, "so it holds [[16,384,000|numel]] numbers", "so it holds 16,384,000 numbers")
+    proc = build(root)
+    assert warnings(proc) == [
+        "problems/I.1.A01.md:28: unbound number '16,384,000' in Solution: bind it with [[16,384,000|name]] "
+        "or mark it [[16,384,000|free]]"
+    ]
+
+
+def test_quiet_does_not_hide_a_wrong_number(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    edit(root, A01, "In fp32 that is [[65.5|fp32_mb]]", "In fp32 that is [[65.6|fp32_mb]]")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet"], cwd=root,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 1
+    assert "1 faults in checks and claims; the first: problems/I.1.A01.md:32: claim 'fp32_mb' reads 65.6" \
+        in proc.stderr

@@ -1,0 +1,194 @@
+"""Claims on a page: Markdown in, HTML out, and the exact message of every fault."""
+
+from __future__ import annotations
+
+import logging
+
+import markdown
+import pytest
+
+from numbook.markdown_ext import NumbookExtension, page_context
+from numbook.runner import CheckResult
+from numbook.verify import PageContext, verify_page
+
+RESULT = CheckResult(
+    "checks/demo.py", "ok",
+    inputs={"B": 4, "T": 512},
+    values={"fp32_mb": 262.144, "numel": 65_536_000, "ratio": 0.17634, "shape": [4, 512, 32000]},
+    sanity={"half": {"ok": True, "message": ""}},
+    lines={"half": 12},
+)
+
+
+def ctx(problem: bool = False, result: CheckResult = RESULT, offset: int = 0) -> PageContext:
+    return PageContext("problems/X.md", "demo.py", lambda name: result, line_offset=offset, check_line=4,
+                       problem=problem)
+
+
+def render(text: str, context: PageContext) -> str:
+    md = markdown.Markdown(extensions=[NumbookExtension(), "tables", "pymdownx.arithmatex"],
+                           extension_configs={"pymdownx.arithmatex": {"generic": True}})
+    with page_context(context):
+        return md.convert(text)
+
+
+def messages(text: str, context: PageContext) -> list[str]:
+    return [str(d) for d in verify_page(text, context).diagnostics]
+
+
+def test_claim_renders_as_the_plain_number_with_provenance() -> None:
+    html = render("Memory is [[262.1|fp32_mb]] MB.", ctx())
+    assert html == (
+        '<p>Memory is <span class="nb-claim" title="fp32_mb = 262.144 · checks/demo.py (to 1 decimal place(s))" '
+        'data-claim="fp32_mb">262.1</span> MB.</p>'
+    )
+
+
+def test_claim_inside_math_is_tex_with_a_tooltip() -> None:
+    html = render("$N = [[65{,}536{,}000|numel]]$ and $[[17.6%|ratio]]$", ctx())
+    assert r"\(N = \texttip{65{,}536{,}000}{numel = 65536000 · checks/demo.py}\)" in html
+    assert r"\texttip{17.6\%}{ratio = 0.17634 · checks/demo.py}" in html
+
+
+def test_claim_in_a_table_cell() -> None:
+    html = render("| a | b |\n|---|---|\n| [[(4, 512, 32000)|shape]] | [[65,536,000|numel]] |", ctx())
+    assert '<td><span class="nb-claim"' in html and ">(4, 512, 32000)</span></td>" in html
+    assert ">65,536,000</span></td>" in html
+
+
+def test_claims_in_code_are_left_alone() -> None:
+    html = render("Write `[[262.1|fp32_mb]]` in the prose.\n\n```\n[[9|nope]]\n```", ctx())
+    assert "<code>[[262.1|fp32_mb]]</code>" in html
+    assert "[[9|nope]]" in html
+
+
+def test_a_wrong_digit_is_an_error_naming_path_line_claim_written_and_computed(
+        caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="mkdocs.plugins.numbook"):
+        html = render("first line\n\nMemory is [[262.2|fp32_mb]] MB.", ctx(offset=7))
+    assert caplog.messages == [
+        "problems/X.md:10: claim 'fp32_mb' reads 262.2, checks/demo.py computed 262.144 "
+        "(compared to 1 decimal place(s))"
+    ]
+    assert "nb-claim-bad" in html
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[[3|nope]]", "problems/X.md:1: claim 'nope' names a value checks/demo.py does not record "
+                       "(it records: B, T, fp32_mb, numel, ratio, shape)"),
+        ("[[about 3|numel]]", "problems/X.md:1: claim '[[about 3|numel]]': 'about 3' is not a literal this book "
+                              "can test (a number, a percentage, scientific notation, a number word, a shape "
+                              "or a bound)"),
+        ("ok [[sanity:nope]]", "problems/X.md:1: sanity marker 'nope' names no assertion in checks/demo.py "
+                               "(it asserts: half)"),
+        ("[[17.7%|ratio]]", "problems/X.md:1: claim 'ratio' reads 17.7%, checks/demo.py computed 0.17634 "
+                            "(compared in percent, to 1 decimal place(s))"),
+        ("[[(4, 512)|shape]]", "problems/X.md:1: claim 'shape' reads (4, 512), checks/demo.py computed "
+                               "(4, 512, 32000) (compared exact shape)"),
+    ],
+)
+def test_fault_messages(text: str, message: str) -> None:
+    assert messages(text, ctx()) == [message]
+
+
+def test_free_numbers_and_tolerances() -> None:
+    assert messages("In [[2024|free]], [[260|fp32_mb ± 5]] and [[250|fp32_mb ± 10%]].", ctx()) == []
+    assert messages("[[250|fp32_mb ± 1%]]", ctx()) == [
+        "problems/X.md:1: claim 'fp32_mb' reads 250, checks/demo.py computed 262.144 (compared within ± 1%)"]
+
+
+PROBLEM = """## Statement
+
+Logits of shape $(B, T, |V|)$.
+
+## Given
+
+$B = [[4|B]]$ and $T = [[512|T]]$.
+
+## Find
+
+Memory.
+
+## Strategy
+
+Count.
+
+## Solution
+
+### Step 1 — count
+
+There are [[65,536,000|numel]] values, [[262.1|fp32_mb]] MB at 4 bytes each, and 2048 rows.
+
+## Answer
+
+[[262.1|fp32_mb]] MB.
+
+## Check — numeric
+
+```check
+```
+
+## Check — sanity
+
+- Half. [[sanity:half]]
+- A sentence that nothing backs.
+
+## Where this breaks
+
+Never.
+
+## Variation
+
+Double $B$.
+"""
+
+
+def test_problem_rules_unbound_numbers_and_unbacked_sanity_sentences() -> None:
+    assert messages(PROBLEM, ctx(problem=True, offset=6)) == [
+        "problems/X.md:27: unbound number '4' in Solution: bind it with [[4|name]] or mark it [[4|free]]",
+        "problems/X.md:27: unbound number '2048' in Solution: bind it with [[2048|name]] or mark it [[2048|free]]",
+        "problems/X.md:41: sanity sentence with no executed assertion: end it with [[sanity:name]] naming a "
+        "sanity() in the check",
+    ]
+
+
+def test_given_states_every_input_and_only_inputs() -> None:
+    text = PROBLEM.replace("$B = [[4|B]]$ and $T = [[512|T]]$.", "$B = [[4|B]]$, memory [[262.1|fp32_mb]].")
+    assert messages(text, ctx(problem=True))[:2] == [
+        "problems/X.md:7: claim 'fp32_mb' in Given binds to a computed value; Given states inputs, recorded in "
+        "checks/demo.py with given()",
+        "problems/X.md:21: unbound number '4' in Solution: bind it with [[4|name]] or mark it [[4|free]]",
+    ]
+    assert messages(text, ctx(problem=True))[-1] == (
+        "problems/X.md:5: input 'T' of checks/demo.py is not stated in Given: write it as [[512|T]]")
+
+
+def test_missing_sections_are_reported() -> None:
+    assert messages("## Statement\n\nText.\n", ctx(problem=True))[:2] == [
+        "problems/X.md:1: missing section '## Given'",
+        "problems/X.md:1: missing section '## Find'",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("result", "message"),
+    [
+        (CheckResult("checks/demo.py", "missing"),
+         "problems/X.md:4: check 'checks/demo.py' does not exist (named by 'check: demo.py')"),
+        (CheckResult("checks/demo.py", "timeout", timeout_s=5),
+         "problems/X.md:4: check 'checks/demo.py' timed out after 5 s (raise it with a "
+         "'# numbook: timeout=SECONDS' line in the check)"),
+        (CheckResult("checks/demo.py", "error", returncode=1,
+                     stderr='Traceback (most recent call last):\n  File "checks/demo.py", line 3, in <module>\n'
+                            "    1 / 0\nZeroDivisionError: division by zero\n"),
+         "problems/X.md:4: check 'checks/demo.py' raised: ZeroDivisionError: division by zero\n"
+         "    Traceback (most recent call last):\n"
+         '      File "checks/demo.py", line 3, in <module>\n'
+         "        1 / 0\n"
+         "    ZeroDivisionError: division by zero"),
+    ],
+)
+def test_a_failed_check_is_one_error_at_the_check_line(result: CheckResult, message: str) -> None:
+    assert messages("[[262.1|fp32_mb]] and [[4|B]]", ctx(result=result)) == [message]

@@ -112,10 +112,6 @@ def _display(lit: str, math: bool) -> str:
     return text.replace("{,}", ",").replace("\\%", "%").replace("\\times", "×").replace("\\,", " ")
 
 
-def _tip(text: str) -> str:
-    return re.sub(r"[{}\\%#$^_&~]", lambda m: {"_": " ", "%": " percent"}.get(m.group(), ""), text)
-
-
 class _Verifier:
     def __init__(self, ctx: PageContext) -> None:
         self.ctx = ctx
@@ -184,8 +180,8 @@ class _Verifier:
         if not self.ctx.render:
             return shown
         tip = f"{name} = {format_value(value)} · {res.check}"
-        if math:
-            return rf"\texttip{{{shown}}}{{{_tip(tip)}}}"
+        if math:  # MathJax's \texttip mis-sizes its box in SVG output; a class keeps the number plain
+            return rf"\class{{nb-claim}}{{{shown}}}"
         cls = "nb-claim" if ok else "nb-claim nb-claim-bad"
         return (f'<span class="{cls}" title="{html.escape(tip)} ({literal.describe()})" '
                 f'data-claim="{html.escape(name)}">{html.escape(shown, quote=False)}</span>')

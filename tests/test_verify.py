@@ -192,3 +192,13 @@ def test_missing_sections_are_reported() -> None:
 )
 def test_a_failed_check_is_one_error_at_the_check_line(result: CheckResult, message: str) -> None:
     assert messages("[[262.1|fp32_mb]] and [[4|B]]", ctx(result=result)) == [message]
+
+
+def test_solution_and_answer_are_behind_a_reveal_on_problem_pages() -> None:
+    html = render("## Solution\n\n### Step 1 — count\n\nText.\n\n## Answer\n\nIt is [[262.1|fp32_mb]].\n\n"
+                  "## Check — numeric\n\nShown.", ctx(problem=True))
+    assert html.startswith('<h2>Solution</h2>\n<details class="nb-reveal"><summary>Show the solution</summary>'
+                           "<h3>Step 1 — count</h3>\n<p>Text.</p>\n</details>")
+    assert '<h2>Answer</h2>\n<details class="nb-reveal"><summary>Show the answer</summary><p>It is' in html
+    assert html.endswith("<h2>Check — numeric</h2>\n<p>Shown.</p>")
+    assert "<details" not in render("## Solution\n\nText.", ctx(problem=False))

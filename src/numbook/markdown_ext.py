@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextvars
 import html
+import xml.etree.ElementTree as etree
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import Any
 from markdown import Markdown
 from markdown.extensions import Extension
 from markdown.preprocessors import Preprocessor
+from markdown.treeprocessors import Treeprocessor
 from markdown_exec import base_format
 
 from .diagnostics import log, report
@@ -75,6 +77,44 @@ class ClaimPreprocessor(Preprocessor):
         return rep.text.split("\n")
 
 
+REVEAL = {"Solution": "Show the solution", "Answer": "Show the answer"}
+
+
+class RevealTreeprocessor(Treeprocessor):
+    """On problem pages, put the body of Solution and Answer behind a reveal: try first, then look."""
+
+    def __init__(self, md: Markdown, ext: NumbookExtension) -> None:
+        super().__init__(md)
+        self.ext = ext
+
+    def run(self, root: etree.Element) -> None:
+        ctx = self.ext.context()
+        if ctx is None or not ctx.problem or getattr(self.md, "_original_md", None) is not None:
+            return
+        children = list(root)
+        i = 0
+        while i < len(children):
+            el = children[i]
+            title = "".join(el.itertext()).strip() if el.tag == "h2" else ""
+            if title in REVEAL:
+                j = i + 1
+                while j < len(children) and children[j].tag not in ("h1", "h2"):
+                    j += 1
+                body = children[i + 1:j]
+                if body:
+                    details = etree.Element("details", {"class": "nb-reveal"})
+                    summary = etree.SubElement(details, "summary")
+                    summary.text = REVEAL[title]
+                    for child in body:
+                        root.remove(child)
+                        details.append(child)
+                    root.insert(list(root).index(el) + 1, details)
+                children = list(root)
+                i = children.index(el) + 2
+                continue
+            i += 1
+
+
 class NumbookExtension(Extension):
     """Claims and check fences. Config applies only where no MkDocs plugin sets the page."""
 
@@ -105,6 +145,7 @@ class NumbookExtension(Extension):
     def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 (Python-Markdown's API)
         md.registerExtension(self)
         md.preprocessors.register(ClaimPreprocessor(md, self), "numbook_claims", 40)
+        md.treeprocessors.register(RevealTreeprocessor(md, self), "numbook_reveal", 1)
 
 
 def check_validator(language: str, inputs: dict[str, str], options: dict[str, Any], attrs: dict[str, Any],

@@ -1,0 +1,79 @@
+"""The book itself: built strictly, and one changed digit on a real page fails verification."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("site")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, env=env, timeout=1800, check=False)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return out
+
+
+@pytest.mark.slow
+def test_the_book_builds_strict_and_b07_shows_executed_output(site: Path) -> None:
+    page = (site / "problems/I.4.B07/index.html").read_text(encoding="utf-8")
+    assert "I.4.B07 · From a logit tensor to one scalar</h1>" in page
+    assert 'class="nb-stamp"' in page and "torch 2.13.0" in page
+    assert 'href="../I.4.B04/"' in page                           # Draws on leads somewhere real
+    assert len(re.findall(r'class="nb-claim"', page)) > 20
+    assert "nb-claim-bad" not in page
+
+
+@pytest.mark.slow
+def test_no_page_requests_a_third_party_host(site: Path) -> None:
+    for html in site.rglob("*.html"):
+        text = html.read_text(encoding="utf-8")
+        for url in re.findall(r'(?:src|href)="(https?://[^"]+)"', text):
+            # links a reader may follow are fine; nothing the page loads may be remote
+            assert not re.search(r"\.(js|css|woff2?|ttf)(\?|$)", url), f"{html}: loads {url}"
+        assert "fonts.googleapis.com" not in text and "cdn.jsdelivr.net" not in text, html
+
+
+def _book_copy(tmp_path: Path) -> Path:
+    root = tmp_path / "book"
+    root.mkdir()
+    for name in ("problems", "checks", "docs"):
+        shutil.copytree(ROOT / name, root / name)
+    shutil.copy(ROOT / "mkdocs.yml", root / "mkdocs.yml")
+    if (ROOT / ".cache").is_dir():
+        shutil.copytree(ROOT / ".cache", root / ".cache")   # warm cache: only verification reruns
+    return root
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", ["problems/I.4.B07.md", "problems/I.4.B04.md"])
+def test_one_changed_digit_on_a_real_page_fails_verify_with_one_line(tmp_path: Path, page: str) -> None:
+    root = _book_copy(tmp_path)
+    path = root / page
+    lines = path.read_text(encoding="utf-8").split("\n")
+    for i, line in enumerate(lines):
+        m = re.search(r"\[\[(\d*[1-8])(\.\d+)?\|([a-z_]\w*)\]\]", line)   # a claim with a digit to bump
+        if m and "free" not in m.group(3):
+            digit = m.group(1)
+            bumped = digit[:-1] + str(int(digit[-1]) + 1)
+            lines[i] = line[:m.start(1)] + bumped + line[m.end(1):]
+            break
+    else:
+        pytest.fail(f"no claim to mutate in {page}")
+    path.write_text("\n".join(lines), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "numbook.cli", "verify"], cwd=root, capture_output=True, text=True,
+                          timeout=1800, check=False)
+    assert proc.returncode == 1
+    faults = proc.stderr.strip().splitlines()
+    assert len(faults) == 1, proc.stderr
+    assert faults[0].startswith(f"{page}:{i + 1}: claim '{m.group(3)}' reads {bumped}{m.group(2) or ''}, checks/")

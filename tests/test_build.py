@@ -149,3 +149,11 @@ def test_quiet_does_not_hide_a_wrong_number(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "1 faults in checks and claims; the first: problems/I.1.A01.md:32: claim 'fp32_mb' reads 65.6" \
         in proc.stderr
+
+
+def test_a_claim_on_a_page_without_a_check_is_an_error(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    edit(root, "docs/index.md", "A book of two problems", "A book of [[2|pages]] problems")
+    proc = build(root)
+    assert warnings(proc) == [
+        "docs/index.md:3: claim 'pages' on a page with no check: add 'check:' to the front matter"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 import markdown
+from markdown.extensions.toc import TocExtension
 import pytest
 
 from numbook.markdown_ext import NumbookExtension, page_context
@@ -25,8 +26,8 @@ def ctx(problem: bool = False, result: CheckResult = RESULT, offset: int = 0) ->
                        problem=problem)
 
 
-def render(text: str, context: PageContext) -> str:
-    md = markdown.Markdown(extensions=[NumbookExtension(), "tables", "pymdownx.arithmatex"],
+def render(text: str, context: PageContext, *extra: object) -> str:
+    md = markdown.Markdown(extensions=[NumbookExtension(), "tables", "pymdownx.arithmatex", *extra],
                            extension_configs={"pymdownx.arithmatex": {"generic": True}})
     with page_context(context):
         return md.convert(text)
@@ -202,3 +203,6 @@ def test_solution_and_answer_are_behind_a_reveal_on_problem_pages() -> None:
     assert '<h2>Answer</h2>\n<details class="nb-reveal"><summary>Show the answer</summary><p>It is' in html
     assert html.endswith("<h2>Check — numeric</h2>\n<p>Shown.</p>")
     assert "<details" not in render("## Solution\n\nText.", ctx(problem=False))
+    with_permalinks = render("## Solution\n\nText.", ctx(problem=True), TocExtension(permalink=True))
+    assert "headerlink" in with_permalinks
+    assert '<details class="nb-reveal"><summary>Show the solution</summary><p>Text.</p>' in with_permalinks

@@ -206,3 +206,11 @@ def test_solution_and_answer_are_behind_a_reveal_on_problem_pages() -> None:
     with_permalinks = render("## Solution\n\nText.", ctx(problem=True), TocExtension(permalink=True))
     assert "headerlink" in with_permalinks
     assert '<details class="nb-reveal"><summary>Show the solution</summary><p>Text.</p>' in with_permalinks
+
+
+def test_inline_math_across_a_line_break_and_display_blocks() -> None:
+    html = render("Near $\\ln |V| + \\tfrac12 =\n[[262.1|fp32_mb]]$, then [[262.1|fp32_mb]].\n\n"
+                  "$$\nN = [[65{,}536{,}000|numel]]\n$$", ctx())
+    assert "\\class{nb-claim}{262.1}\\)" in html
+    assert 'then <span class="nb-claim"' in html
+    assert "N = \\class{nb-claim}{65{,}536{,}000}" in html

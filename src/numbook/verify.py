@@ -63,7 +63,7 @@ def failure_message(res: CheckResult, name: str) -> tuple[str, str]:
     if res.status == "timeout":
         return (f"check '{res.check}' timed out after {res.timeout_s:g} s "
                 "(raise it with a '# numbook: timeout=SECONDS' line in the check)"), res.traceback_excerpt()
-    if res.status in ("frozen-missing", "frozen-stale"):
+    if res.status in ("frozen-missing", "frozen-stale", "frozen-invalid"):
         return res.stderr.strip(), ""
     if res.status == "skipped":
         return "", ""
@@ -71,33 +71,37 @@ def failure_message(res: CheckResult, name: str) -> tuple[str, str]:
     return f"check '{res.check}' raised: {last}", res.traceback_excerpt()
 
 
-def _math_ranges(line: str, in_block: bool) -> tuple[list[tuple[int, int]], bool]:
-    """Character ranges of ``line`` that are TeX math, and whether a $$ block is still open."""
+def _math_ranges(line: str, state: str) -> tuple[list[tuple[int, int]], str]:
+    """Character ranges of ``line`` that are TeX math, and the math left open at its end.
+
+    ``state`` is ``""`` (text), ``"$"`` (inline math continued from the line before) or
+    ``"$$"`` (a display block still open). Inline math does not cross a blank line.
+    """
     ranges: list[tuple[int, int]] = []
     i, n = 0, len(line)
-    start = 0 if in_block else -1
+    start = 0 if state else -1
     while i < n:
         if line.startswith("\\$", i):
             i += 2
             continue
-        if line.startswith("$$", i):
-            if start >= 0 and in_block:
+        if line.startswith("$$", i) and state != "$":
+            if state == "$$":
                 ranges.append((start, i))
-                start, in_block = -1, False
-            elif start < 0:
-                start, in_block = i + 2, True
+                start, state = -1, ""
+            else:
+                start, state = i + 2, "$$"
             i += 2
             continue
-        if line[i] == "$" and not in_block:
-            if start >= 0:
+        if line[i] == "$" and state != "$$":
+            if state == "$":
                 ranges.append((start, i))
-                start = -1
+                start, state = -1, ""
             else:
-                start = i + 1
+                start, state = i + 1, "$"
         i += 1
-    if start >= 0 and in_block:
+    if state:
         ranges.append((start, n))
-    return ranges, in_block
+    return ranges, state
 
 
 def _inside(pos: int, ranges: list[tuple[int, int]]) -> bool:
@@ -218,7 +222,7 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
     out: list[str] = []
     section, given_line = "", 0
     fence: str | None = None
-    in_math = False
+    math_state = ""
     sanity_block: list[tuple[int, str]] = []
     seen_sections: list[tuple[str, int]] = []
 
@@ -256,7 +260,9 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
                 close_sanity_block()  # each list item is a sentence of its own
             sanity_block.append((lineno, line))
         spans = [(m.start(), m.end()) for m in _CODE_SPAN.finditer(line)]
-        ranges, in_math = _math_ranges(line, in_math)
+        if not line.strip() and math_state == "$":
+            math_state = ""  # an unclosed $ does not run past its paragraph
+        ranges, math_state = _math_ranges(line, math_state)
         pieces: list[str] = []
         plain: list[str] = []
         last = 0

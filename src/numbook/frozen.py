@@ -2,21 +2,108 @@
 
 A frozen result lives next to its check as ``checks/frozen/<check stem>.json``: the whole
 result of the GPU run plus its provenance (device, driver, library versions, date and the
-hash of the check's source). A build without a GPU shows it, labelled as frozen; a build
-fails when the frozen result is older than its check's source, or when there is none.
+hash of the check's source). A build without a usable GPU shows it, labelled as a frozen GPU
+result; the build fails when the frozen result is older than its check's source, when there
+is none, or when the file is no GPU result at all.
+
+A check that declares ``requires=cuda`` runs live only where a GPU answers ``nvidia-smi`` and
+the installed torch can use it; ``NUMBOOK_DEVICE`` alone cannot make a CPU pass for a GPU.
+Frozen results are written by ``python -m numbook.frozen`` (``nox -s freeze``), which refuses
+to run on a machine without such a GPU.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-from dataclasses import asdict
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .runner import CheckResult, Runner
 
-__all__ = ["frozen_path", "load_frozen", "freeze"]
+__all__ = ["FORMAT", "FreezeError", "GpuInfo", "GpuStatus", "frozen_path", "load_frozen", "freeze", "gpu_info",
+           "gpu_status", "cuda_checks", "freeze_book", "main"]
+
+FORMAT = 1                      # the "numbook_frozen" field of a frozen file
+_FIX = "run `nox -s freeze` on a GPU machine"
+
+
+class FreezeError(RuntimeError):
+    """Frozen results cannot be written here (no GPU, or a torch that cannot use it)."""
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    name: str
+    driver: str
+
+
+@dataclass(frozen=True)
+class GpuStatus:
+    """Whether a GPU check may run live: ``reason`` says why not, ``driver`` is the GPU's driver."""
+
+    usable: bool
+    reason: str = ""
+    driver: str = ""
+
+
+def gpu_info() -> GpuInfo | None:
+    """Name and driver version of the first NVIDIA GPU that answers ``nvidia-smi``, else None."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = out.stdout.strip().splitlines() if out.returncode == 0 else []
+    name, _, driver = lines[0].rpartition(",") if lines else ("", "", "")
+    return GpuInfo(name.strip(), driver.strip()) if name.strip() else None
+
+
+def _torch_cuda(python: str) -> tuple[bool, str]:
+    """(usable, torch version) as the checks' interpreter sees it; usable when torch is absent."""
+    code = ("import json\ntry:\n import torch\nexcept ImportError:\n print(json.dumps(None))\nelse:\n"
+            " print(json.dumps([torch.__version__, bool(torch.cuda.is_available())]))")
+    try:
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+        data = json.loads(out.stdout.strip().splitlines()[-1])
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
+        return False, "unknown (torch could not be imported)"
+    return (True, "absent") if data is None else (bool(data[1]), str(data[0]))
+
+
+_status: dict[tuple[str, str], GpuStatus] = {}
+_status_lock = threading.Lock()
+
+
+def gpu_status(device: str, python: str = sys.executable) -> GpuStatus:
+    """Whether a ``requires=cuda`` check can run on a GPU here; probed once per process."""
+    if not device.startswith("cuda"):
+        return GpuStatus(False, device)
+    with _status_lock:
+        if (device, python) not in _status:
+            _status[device, python] = _probe(device, python)
+        return _status[device, python]
+
+
+def _probe(device: str, python: str) -> GpuStatus:
+    info = gpu_info()
+    if info is None:
+        named = "is named by NUMBOOK_DEVICE" if os.environ.get("NUMBOOK_DEVICE") else "was detected"
+        return GpuStatus(False, f"{device} {named}, but no GPU answers nvidia-smi")
+    usable, torch_version = _torch_cuda(python)
+    if not usable:
+        return GpuStatus(False, f"{info.name} answers nvidia-smi, but torch {torch_version} cannot use it")
+    return GpuStatus(True, driver=info.driver)
 
 
 def frozen_path(runner: Runner, path: Path) -> Path:
@@ -24,26 +111,51 @@ def frozen_path(runner: Runner, path: Path) -> Path:
     return runner.checks_dir / "frozen" / f"{path.stem}.json"
 
 
-def load_frozen(runner: Runner, path: Path, rel: str, base: CheckResult) -> CheckResult:
+def load_frozen(runner: Runner, path: Path, rel: str, base: CheckResult, reason: str = "") -> CheckResult:
     """The frozen GPU result of a check, or an error result saying why there is none to show."""
     from .runner import CheckResult
 
     f = frozen_path(runner, path)
+    where = runner.rel(f)
     if not f.is_file():
         base.status = "frozen-missing"
-        base.stderr = (f"{rel} needs cuda and this build has no GPU ({runner.device}); "
-                       f"there is no frozen result at {runner.rel(f)}: run `nox -s freeze` on a GPU machine")
+        base.stderr = (f"{rel} needs cuda and this build has no usable GPU ({reason or runner.device}); "
+                       f"there is no frozen result at {where}: {_FIX}")
         return base
-    data = json.loads(f.read_text(encoding="utf-8"))
-    res = CheckResult(**data)
-    res.frozen, res.cached = True, False
+    known = {fl.name for fl in fields(CheckResult)}
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+        res = CheckResult(**{k: v for k, v in data.items() if k in known})
+        problem = _invalid(data, res, rel)
+    except (ValueError, TypeError, AttributeError) as exc:
+        problem = f"it cannot be read ({exc})"
+    if problem:
+        base.status = "frozen-invalid"
+        base.stderr = f"{where} is not a frozen GPU result of {rel}: {problem}; {_FIX}"
+        return base
     if res.source_hash != base.source_hash:
         base.status = "frozen-stale"
-        base.stderr = (f"{rel} changed since its frozen result ({runner.rel(f)}, source {res.source_hash}, "
-                       f"now {base.source_hash}, frozen {res.ran_at} on {res.device}): "
-                       "refresh it with `nox -s freeze` on a GPU machine")
+        base.stderr = (f"{rel} changed since its frozen GPU result was made: {where} is for source "
+                       f"{res.source_hash}, the check is now {base.source_hash} (frozen {res.ran_at} on "
+                       f"{res.device}); refresh it with `nox -s freeze` on a GPU machine")
         return base
+    res.frozen, res.cached = True, False
     return res
+
+
+def _invalid(data: dict[str, Any], res: CheckResult, rel: str) -> str:
+    """Why a parsed frozen file is not a GPU result of ``rel``; empty when it is one."""
+    if data.get("numbook_frozen") != FORMAT:
+        return f"its numbook_frozen is {data.get('numbook_frozen')!r}, not {FORMAT}"
+    if res.check != rel:
+        return f"it is the result of {res.check}"
+    if not res.device.startswith("cuda"):
+        return f"it was made on {res.device or 'an unnamed device'}, and a CPU run is never shown as a GPU figure"
+    if res.status != "ok":
+        return f"its status is {res.status}"
+    if not res.source_hash:
+        return "it records no source hash"
+    return ""
 
 
 def freeze(runner: Runner, result: CheckResult) -> Path:
@@ -51,10 +163,89 @@ def freeze(runner: Runner, result: CheckResult) -> Path:
     if not result.ok or not result.device.startswith("cuda"):
         raise ValueError(f"only a successful GPU run can be frozen ({result.check}: {result.status}, "
                          f"{result.device})")
+    if result.versions.get("torch", "").endswith("+cpu"):
+        raise ValueError(f"{result.check} ran with torch {result.versions['torch']}, a CPU build: not a GPU result")
     path = runner.root / result.check
     f = frozen_path(runner, path)
     f.parent.mkdir(parents=True, exist_ok=True)
     data = asdict(result)
-    data["cached"] = False
+    for transient in ("cached", "frozen"):
+        data.pop(transient, None)
+    data["numbook_frozen"] = FORMAT
     f.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return f
+
+
+def cuda_checks(runner: Runner) -> list[str]:
+    """Every check under ``checks/`` whose header says ``requires=cuda``, relative to the root."""
+    from .runner import read_header
+
+    found = []
+    for path in sorted(runner.checks_dir.rglob("*.py")):
+        parts = path.relative_to(runner.checks_dir).parts
+        if any(p.startswith((".", "__")) or p == "frozen" for p in parts[:-1]):
+            continue
+        try:
+            if read_header(path.read_text(encoding="utf-8")).requires == "cuda":
+                found.append(runner.rel(path))
+        except (ValueError, UnicodeDecodeError):
+            continue  # a bad header fails the build where the check is used
+    return found
+
+
+def freeze_book(root: Path, *, jobs: int = 1) -> tuple[list[Path], list[str]]:
+    """Run every GPU check of the book on this machine's GPU and freeze it: (files written, faults).
+
+    Raises FreezeError, writing nothing, where no GPU answers or torch cannot use it. The checks run
+    ``jobs`` at a time (one by default, so a measurement does not share the GPU with another).
+    """
+    from .cli import load_layout
+    from .runner import Runner
+    from .verify import failure_message
+
+    layout = load_layout(root)
+    runner = Runner(root, layout["checks_dir"], None, layout["timeout"], jobs)
+    info = gpu_info()
+    if info is None:
+        raise FreezeError(f"no GPU here: nvidia-smi is missing or answers nothing (this build's device: "
+                          f"{runner.device}). Frozen results are GPU figures, written only on a machine with an "
+                          "NVIDIA GPU: run `nox -s freeze` on the GPU runner")
+    runner.device = f"cuda: {info.name}"
+    status = gpu_status(runner.device)
+    if not status.usable:
+        raise FreezeError(f"{status.reason}: install a CUDA build of torch; nothing was frozen")
+    written: list[Path] = []
+    faults: list[str] = []
+    for name, res in runner.run_many(cuda_checks(runner)).items():
+        if res.ok and res.device.startswith("cuda"):
+            written.append(freeze(runner, res))
+        else:
+            faults.append(failure_message(res, name)[0] or f"{name}: {res.status}")
+    return written, faults
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m numbook.frozen [--root DIR]``: 0 frozen, 1 a check failed, 2 refused (no GPU)."""
+    parser = argparse.ArgumentParser(prog="python -m numbook.frozen",
+                                     description="Run every requires=cuda check on this GPU and freeze its result.")
+    parser.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    parser.add_argument("--jobs", type=int, default=1, help="GPU checks run at once (default 1)")
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    try:
+        written, faults = freeze_book(root, jobs=args.jobs)
+    except FreezeError as exc:
+        print(f"numbook freeze: refused: {exc}", file=sys.stderr)
+        return 2
+    for f in written:
+        print(f"froze {os.path.relpath(f, root)}")
+    for fault in faults:
+        print(f"numbook freeze: {fault}", file=sys.stderr)
+    print(f"{len(written)} frozen, {len(faults)} failed")
+    return 1 if faults else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from numbook.frozen import main as _main  # the one module the runner imports, not a second copy as __main__
+
+    sys.exit(_main())

@@ -95,7 +95,7 @@ class RevealTreeprocessor(Treeprocessor):
         i = 0
         while i < len(children):
             el = children[i]
-            title = "".join(el.itertext()).strip() if el.tag == "h2" else ""
+            title = (el.text or "").strip() if el.tag == "h2" else ""  # not the permalink's "¶"
             if title in REVEAL:
                 j = i + 1
                 while j < len(children) and children[j].tag not in ("h1", "h2"):
@@ -155,8 +155,15 @@ def check_validator(language: str, inputs: dict[str, str], options: dict[str, An
     return not inputs or all(k in ("title",) for k in inputs)
 
 
+_FROZEN_TITLE = ("Measured on the GPU named here, with that driver and those versions, on that date, from the "
+                 "check source with that hash. This build has no usable GPU and did not run the check.")
+
+
 def _stamp_html(res: CheckResult) -> str:
     label = "Frozen GPU result" if res.frozen else "Executed"
+    if res.frozen:  # measured on a GPU by an earlier run and committed: never shown as this build's run
+        return (f'<p class="nb-stamp nb-stamp-frozen" title="{_FROZEN_TITLE}"><span class="nb-stamp-label">'
+                f"{label}</span> {html.escape(res.stamp())}</p>")
     return (f'<p class="nb-stamp"><span class="nb-stamp-label">{label}</span> '
             f"{html.escape(res.stamp())}</p>")
 

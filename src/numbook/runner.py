@@ -68,7 +68,7 @@ class CheckResult:
     """The outcome of one run of one check."""
 
     check: str                      # path relative to the project root, e.g. checks/x.py
-    status: str                     # ok | error | timeout | missing | frozen-missing
+    status: str                     # ok | error | timeout | missing | frozen-missing | frozen-stale | frozen-invalid
     stdout: str = ""
     stderr: str = ""
     returncode: int | None = None
@@ -78,6 +78,7 @@ class CheckResult:
     lines: dict[str, int] = field(default_factory=dict)
     requires: str = "cpu"
     device: str = ""
+    driver: str = ""                # the GPU driver (nvidia-smi) where a cuda check ran on a GPU
     versions: dict[str, str] = field(default_factory=dict)
     elapsed_s: float = 0.0
     ran_at: str = ""
@@ -105,10 +106,12 @@ class CheckResult:
         return "\n".join("    " + ln for ln in lines[-limit:])
 
     def stamp(self) -> str:
-        """One line of provenance: device, versions, run time and date."""
+        """One line of provenance: device (and GPU driver), versions, run time, date; a frozen one its source hash."""
         vers = " · ".join(f"{k} {v}" for k, v in self.versions.items())
-        how = "frozen result" if self.frozen else ("from cache" if self.cached else "ran for this build")
-        return f"{self.device} · {vers} · {self.elapsed_s:.2f} s · {self.ran_at} · {how}"
+        how = "not run for this build" if self.frozen else ("from cache" if self.cached else "ran for this build")
+        device = f"{self.device} · driver {self.driver}" if self.driver else self.device
+        source = f" · source {self.source_hash}" if self.frozen else ""
+        return f"{device} · {vers} · {self.elapsed_s:.2f} s · {self.ran_at}{source} · {how}"
 
 
 def detect_device() -> str:
@@ -262,10 +265,13 @@ class Runner:
         if not self.execute:
             base.status = "skipped"
             return base
-        if header.requires == "cuda" and not self.device.startswith("cuda"):
-            from .frozen import load_frozen  # GPU checks on a machine without one
+        if header.requires == "cuda":  # live only on a GPU torch can use; elsewhere its frozen GPU result
+            from .frozen import gpu_status, load_frozen
 
-            return load_frozen(self, path, rel, base)
+            gpu = gpu_status(self.device)
+            if not gpu.usable:
+                return load_frozen(self, path, rel, base, gpu.reason)
+            base.driver = gpu.driver
         with tempfile.TemporaryDirectory(prefix="numbook-") as tmp:
             out_json = Path(tmp) / "result.json"
             env = dict(os.environ)

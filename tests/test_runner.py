@@ -69,12 +69,24 @@ def test_failed_results_are_not_cached(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("source", "requires", "timeout"),
-    [("x = 1\n", "cpu", None), ("# numbook: requires=cuda, timeout=300\n", "cuda", 300.0)],
+    ("source", "requires", "timeout", "alone"),
+    [("x = 1\n", "cpu", None, False), ("# numbook: requires=cuda, timeout=300\n", "cuda", 300.0, False),
+     ("# numbook: timeout=60, alone\n", "cpu", 60.0, True)],
 )
-def test_header(source: str, requires: str, timeout: float | None) -> None:
+def test_header(source: str, requires: str, timeout: float | None, alone: bool) -> None:
     header = read_header(source)
-    assert (header.requires, header.timeout) == (requires, timeout)
+    assert (header.requires, header.timeout, header.alone) == (requires, timeout, alone)
+
+
+def test_alone_checks_run_after_the_others_one_at_a_time(tmp_path: Path) -> None:
+    stamp = "import time\nfrom numbook.check import value\nvalue('t0', time.time()); time.sleep(0.3)\n" \
+            "value('t1', time.time())\n"
+    root = project(tmp_path, a=stamp, b=stamp, m1="# numbook: alone\n" + stamp, m2="# numbook: alone\n" + stamp)
+    res = Runner(root, cache_dir=None, jobs=4).run_many(["m1.py", "a.py", "m2.py", "b.py"])
+    spans = {k: (r.values["t0"], r.values["t1"]) for k, r in res.items()}
+    assert max(spans["a.py"][1], spans["b.py"][1]) <= min(spans["m1.py"][0], spans["m2.py"][0])
+    first, second = sorted([spans["m1.py"], spans["m2.py"]])
+    assert first[1] <= second[0]
 
 
 def test_header_rejects_unknown_keys() -> None:

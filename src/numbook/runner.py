@@ -39,28 +39,31 @@ CACHE_VERSION = "1"
 
 @dataclass(frozen=True)
 class CheckHeader:
-    """What a check declares in a ``# numbook: requires=cuda, timeout=120`` comment."""
+    """What a check declares in a ``# numbook: requires=cuda, timeout=120, alone`` comment."""
 
     requires: str = "cpu"
     timeout: float | None = None
+    alone: bool = False  # a measuring check: run it by itself, after the others, not sharing the cores
 
 
 def read_header(source: str) -> CheckHeader:
     """Parse the optional ``# numbook:`` header comment of a check."""
-    requires, timeout = "cpu", None
+    requires, timeout, alone = "cpu", None, False
     for m in _HEADER.finditer(source):
         for part in m.group(1).split(","):
             key, _, val = part.partition("=")
             key, val = key.strip(), val.strip()
-            if key == "requires":
+            if key == "alone" and not val:
+                alone = True
+            elif key == "requires":
                 if val not in ("cpu", "cuda"):
                     raise ValueError(f"requires={val!r}: use cpu or cuda")
                 requires = val
             elif key == "timeout":
                 timeout = float(val)
             else:
-                raise ValueError(f"unknown numbook header key {key!r} (known: requires, timeout)")
-    return CheckHeader(requires, timeout)
+                raise ValueError(f"unknown numbook header key {key!r} (known: requires, timeout, alone)")
+    return CheckHeader(requires, timeout, alone)
 
 
 @dataclass
@@ -231,10 +234,22 @@ class Runner:
             return res
 
     def run_many(self, checks: list[str]) -> dict[str, CheckResult]:
-        """Results of many checks, run in parallel across ``jobs`` workers."""
+        """Results of many checks: run in parallel across ``jobs`` workers, then the ``alone`` ones one by one."""
         unique = sorted(set(checks))
-        with ThreadPoolExecutor(max_workers=max(1, min(self.jobs, len(unique) or 1))) as pool:
-            return dict(zip(unique, pool.map(self.result, unique), strict=True))
+        alone = [c for c in unique if self._alone(c)]
+        shared = [c for c in unique if c not in alone]
+        with ThreadPoolExecutor(max_workers=max(1, min(self.jobs, len(shared) or 1))) as pool:
+            out = dict(zip(shared, pool.map(self.result, shared), strict=True))
+        for c in alone:
+            out[c] = self.result(c)
+        return {c: out[c] for c in unique}
+
+    def _alone(self, check: str) -> bool:
+        path = self.resolve(check)
+        try:
+            return path.is_file() and read_header(path.read_text(encoding="utf-8")).alone
+        except ValueError:
+            return False
 
     def _from_disk(self, key: str) -> CheckResult | None:
         if self.cache_dir is None:

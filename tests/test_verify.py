@@ -214,3 +214,14 @@ def test_inline_math_across_a_line_break_and_display_blocks() -> None:
     assert "\\class{nb-claim}{262.1}\\)" in html
     assert 'then <span class="nb-claim"' in html
     assert "N = \\class{nb-claim}{65{,}536{,}000}" in html
+
+
+def test_figures_drawn_by_the_check() -> None:
+    svg = '<?xml version="1.0"?>\n<!DOCTYPE svg>\n<svg xmlns="http://www.w3.org/2000/svg">\n  <path d="M0 0"/>\n</svg>\n'
+    result = CheckResult("checks/demo.py", "ok", figures={"tput": {"caption": "Throughput.", "svg": svg}})
+    html = render("[[figure:tput]]", ctx(result=result))
+    assert html == ('<figure class="nb-figure" data-figure="tput"><svg xmlns="http://www.w3.org/2000/svg"> '
+                    '<path d="M0 0"/> </svg> <figcaption>Throughput. <span class="nb-figure-source">Drawn by '
+                    "checks/demo.py for this build.</span></figcaption></figure>")
+    assert messages("[[figure:nope]]", ctx(result=result)) == [
+        "problems/X.md:1: figure 'nope' is not drawn by checks/demo.py (it draws: tput)"]

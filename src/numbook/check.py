@@ -26,9 +26,10 @@ import json
 import os
 import re
 import sys
+import time
 from typing import Any, TypeVar
 
-__all__ = ["given", "value", "sanity", "SanityError", "RESULT_ENV"]
+__all__ = ["given", "value", "sanity", "figure", "SanityError", "RESULT_ENV"]
 
 RESULT_ENV = "NUMBOOK_RESULT"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -40,6 +41,7 @@ _state: dict[str, Any] = {
     "inputs": {},
     "values": {},
     "sanity": {},
+    "figures": {},
     "lines": {},
 }
 
@@ -104,6 +106,27 @@ def sanity(name: str, condition: Any, message: str = "") -> None:
         raise SanityError(f"sanity '{name}' failed" + (f": {message}" if message else ""))
 
 
+def figure(name: str, fig: Any, caption: str) -> None:
+    """Record a matplotlib figure as SVG; a page shows it with ``[[figure:name]]``.
+
+    The SVG is written with text as paths, so it needs no font; the figure is closed.
+    """
+    import io
+
+    if not _NAME.match(name) or name in _state["figures"]:
+        raise ValueError(f"invalid or repeated figure name {name!r}")
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    _state["figures"][name] = {"caption": caption, "svg": buf.getvalue()}
+    _state["lines"][name] = _caller_line()
+    try:
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+    except ImportError:  # pragma: no cover
+        pass
+
+
 def _write_result() -> None:
     path = os.environ.get(RESULT_ENV)
     if not path:
@@ -112,7 +135,9 @@ def _write_result() -> None:
         "inputs": _state["inputs"],
         "values": _state["values"],
         "sanity": _state["sanity"],
+        "figures": _state["figures"],
         "lines": _state["lines"],
+        "cpu_s": time.process_time(),  # CPU seconds of this process, all threads: steadier than wall time
     }
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh)

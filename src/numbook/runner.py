@@ -78,12 +78,14 @@ class CheckResult:
     inputs: dict[str, Any] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
     sanity: dict[str, Any] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)   # name -> {caption, svg}
     lines: dict[str, int] = field(default_factory=dict)
     requires: str = "cpu"
     device: str = ""
     driver: str = ""                # the GPU driver (nvidia-smi) where a cuda check ran on a GPU
     versions: dict[str, str] = field(default_factory=dict)
     elapsed_s: float = 0.0
+    cpu_s: float | None = None      # CPU seconds the check's process used (all threads)
     ran_at: str = ""
     key: str = ""
     source_hash: str = ""
@@ -114,7 +116,8 @@ class CheckResult:
         how = "not run for this build" if self.frozen else ("from cache" if self.cached else "ran for this build")
         device = f"{self.device} · driver {self.driver}" if self.driver else self.device
         source = f" · source {self.source_hash}" if self.frozen else ""
-        return f"{device} · {vers} · {self.elapsed_s:.2f} s · {self.ran_at}{source} · {how}"
+        cpu = f" ({self.cpu_s:.2f} s CPU)" if self.cpu_s is not None else ""
+        return f"{device} · {vers} · {self.elapsed_s:.2f} s{cpu} · {self.ran_at}{source} · {how}"
 
 
 def detect_device() -> str:
@@ -319,6 +322,8 @@ class Runner:
                 return base
         base.status = "ok"
         base.inputs, base.values = data["inputs"], data["values"]
+        base.figures = data.get("figures", {})
+        base.cpu_s = data.get("cpu_s")
         base.sanity, base.lines = data["sanity"], data["lines"]
         self._to_disk(base)
         return base

@@ -19,7 +19,10 @@ from .runner import CheckResult
 
 __all__ = ["PageContext", "PageReport", "verify_page", "CLAIM", "failure_message"]
 
-CLAIM = re.compile(r"\[\[(?:sanity:(?P<sanity>[A-Za-z_]\w*)|(?P<lit>[^\]|]+(?:\][^\]|]*)?)\|(?P<ref>[^\]]+))\]\]")
+CLAIM = re.compile(
+    r"\[\[(?:sanity:(?P<sanity>[A-Za-z_]\w*)|figure:(?P<figure>[A-Za-z_]\w*)"
+    r"|(?P<lit>[^\]|]+(?:\][^\]|]*)?)\|(?P<ref>[^\]]+))\]\]"
+)
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*(?:\{[^}]*\})?\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1")
@@ -141,6 +144,8 @@ class _Verifier:
     def claim(self, m: re.Match[str], line: int, section: str, math: bool) -> str:
         if m.group("sanity"):
             return self.sanity(m.group("sanity"), line)
+        if m.group("figure"):
+            return self.figure(m.group("figure"), line)
         lit_text, ref = m.group("lit"), m.group("ref").strip()
         shown = _display(lit_text, math)
         if ref == FREE:
@@ -205,6 +210,23 @@ class _Verifier:
             return ""
         return (f'<span class="nb-sanity" role="img" aria-label="assertion {html.escape(name)} held" '
                 f'title="assertion \'{html.escape(name)}\' held when {html.escape(where)} ran">✓</span>')
+
+    def figure(self, name: str, line: int) -> str:
+        res = self.result_for(self.ctx.check, line)
+        if res is None:
+            return ""
+        fig = res.figures.get(name)
+        if fig is None:
+            known = ", ".join(sorted(res.figures)) or "none"
+            self.error(line, f"figure '{name}' is not drawn by {res.check} (it draws: {known})")
+            return ""
+        if not self.ctx.render:
+            return ""
+        svg = re.sub(r"^<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", "", fig["svg"])
+        svg = re.sub(r"\n\s*", " ", svg)  # one line: Markdown must not see blank lines or indentation in it
+        return (f'<figure class="nb-figure" data-figure="{html.escape(name)}">{svg}'
+                f"<figcaption>{html.escape(fig['caption'])} <span class=\"nb-figure-source\">Drawn by "
+                f"{html.escape(res.check)} for this build.</span></figcaption></figure>")
 
     def unbound(self, text: str, line: int, section: str) -> None:
         for pat in _IGNORE:

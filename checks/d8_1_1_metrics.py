@@ -1,0 +1,166 @@
+"""8.1.1 — Serving metrics: one synthetic trace, scored under each convention.
+
+Builds a six-request trace by hand (times in ms, stored in seconds), computes TTFT, TPOT, ITL,
+E2E, throughput and goodput with numbook.bench.metrics, then scores the same trace under the
+conventions tools differ on: TPOT with or without the first token, ITL per token or per chunk,
+nearest-rank or linear percentiles, request- or token-weighted means.
+"""
+
+from numbook.bench import metrics as m
+from numbook.bench.summary import CONVENTIONS, summarize
+from numbook.bench.trace import RequestTrace
+from numbook.check import given, sanity, value
+
+MS = 1e-3
+
+
+def request(rid: int, prompt: int, arrival_ms: float, times_ms: list[float], finish_ms: float | None = None):
+    finish = finish_ms if finish_ms is not None else times_ms[-1]
+    return RequestTrace(rid, prompt, arrival_ms * MS, tuple(t * MS for t in times_ms), finish * MS)
+
+
+# --- the trace ------------------------------------------------------------------------------
+r0 = request(0, 32, 0, [40 + 10 * k for k in range(12)])  # long, steady
+r1 = request(1, 8, 0, [60, 90, 120, 150])  # short, slow
+r2 = request(2, 16, 20, [70])  # one token
+r3 = RequestTrace.from_chunks(
+    3, 30 * MS, [(90 * MS, 1), (130 * MS, 4), (170 * MS, 4), (210 * MS, 4)], prompt_len=24
+)  # streamed in chunks of 4
+r4 = request(4, 64, 40, [240 + 10 * k for k in range(8)])  # queued
+r5 = request(5, 12, 50, [], finish_ms=55)  # empty answer
+trace = [r0, r1, r2, r3, r4, r5]
+
+SLO_TTFT_MS = given("slo_ttft_ms", 100)
+SLO_TPOT_MS = given("slo_tpot_ms", 20)
+
+print("request  arrival  n_out  first   last  finish   TTFT   TPOT  TPOT(e2e/n)    E2E   (ms)")
+for r in trace:
+
+    def ms(x: float | None) -> str:
+        return "     -" if x is None else f"{x / MS:6.1f}"
+
+    first = r.token_times[0] if r.token_times else None
+    last = r.token_times[-1] if r.token_times else None
+    print(
+        f"   R{r.request_id}    {r.arrival / MS:6.1f} {r.n_out:6d} {ms(first)} {ms(last)} {r.finish / MS:7.1f} "
+        f"{ms(m.ttft(r))} {ms(m.tpot(r))}       {ms(m.tpot_with_first(r))} {m.e2e(r) / MS:6.1f}"
+    )
+    value(f"r{r.request_id}_n_out", r.n_out)
+    value(f"r{r.request_id}_arrival_ms", r.arrival / MS)
+    value(f"r{r.request_id}_finish_ms", r.finish / MS)
+    value(f"r{r.request_id}_e2e_ms", m.e2e(r) / MS)
+    if first is not None:
+        value(f"r{r.request_id}_first_ms", first / MS)
+        value(f"r{r.request_id}_last_ms", last / MS)
+        value(f"r{r.request_id}_ttft_ms", m.ttft(r) / MS)
+        value(f"r{r.request_id}_tpot1_ms", m.tpot_with_first(r) / MS)
+    if m.tpot(r) is not None:
+        value(f"r{r.request_id}_tpot_ms", m.tpot(r) / MS)
+
+value("n_requests", len(trace))
+value("n_tokens", sum(r.n_out for r in trace))
+value("r3_chunks", len(m.itl(r3, "chunk")) + 1)
+value("r3_itl_chunk_ms", m.itl(r3, "chunk")[0] / MS)
+value("r3_later_chunks", len(m.itl(r3, "chunk")))
+value("r3_chunk_size", 4)
+value("r3_token_gaps", len(m.itl(r3, "token")))
+value("r3_zero_gaps", sum(g == 0 for g in m.itl(r3, "token")))
+value("r0_gaps", r0.n_out - 1)
+
+# --- throughput and goodput ------------------------------------------------------------------
+span = value("span_ms", m.span(trace) / MS)
+value("req_per_s", m.request_throughput(trace))
+value("tok_per_s", m.token_throughput(trace))
+good = [r.request_id for r in trace if m.meets_slo(r, SLO_TTFT_MS * MS, SLO_TPOT_MS * MS)]
+value("n_good", len(good))
+value("goodput", m.goodput(trace, SLO_TTFT_MS * MS, SLO_TPOT_MS * MS))
+value("attainment", m.slo_attainment(trace, SLO_TTFT_MS * MS, SLO_TPOT_MS * MS))
+print(f"\nspan {span:.0f} ms: {m.request_throughput(trace):.2f} req/s, {m.token_throughput(trace):.2f} tok/s")
+print(
+    f"meet TTFT <= {SLO_TTFT_MS} ms and TPOT <= {SLO_TPOT_MS} ms: R{', R'.join(map(str, good))} "
+    f"-> goodput {m.goodput(trace, SLO_TTFT_MS * MS, SLO_TPOT_MS * MS):.2f} req/s"
+)
+
+# --- percentiles, two methods --------------------------------------------------------------------
+ttfts = m.defined(m.ttft(r) for r in trace)
+print(f"\nTTFTs (ms): {sorted(round(t / MS, 1) for t in ttfts)}")
+for q in (50, 95, 99):
+    near = m.percentile(ttfts, q, "nearest") / MS
+    lin = m.percentile(ttfts, q, "linear") / MS
+    value(f"ttft_p{q}_nearest_ms", near)
+    value(f"ttft_p{q}_linear_ms", lin)
+    print(f"  p{q}: nearest rank {near:6.1f}   linear {lin:6.1f}")
+value("ttft_mean_ms", sum(ttfts) / len(ttfts) / MS)
+value("ttft_n", len(ttfts))
+
+# --- weighting ---------------------------------------------------------------------------------
+req_w = value("tpot_mean_request_ms", m.mean_tpot(trace, "request") / MS)
+tok_w = value("tpot_mean_token_ms", m.mean_tpot(trace, "token") / MS)
+value("tpot_gap_sum_ms", sum(r.token_times[-1] - r.token_times[0] for r in trace if r.n_out > 1) / MS)
+value("tpot_gap_count", sum(r.n_out - 1 for r in trace if r.n_out > 1))
+print(f"\nmean TPOT: request-weighted {req_w:.2f} ms, token-weighted {tok_w:.2f} ms")
+
+# --- one trace, five conventions ------------------------------------------------------------
+conventions = {
+    "book": CONVENTIONS["book"],
+    "chunk": CONVENTIONS["chunk_itl"],
+    "first": CONVENTIONS["tpot_with_first"],
+    "nearest": CONVENTIONS["nearest_rank"],
+    "token": CONVENTIONS["token_weighted"],
+}
+rows = [
+    ("TTFT p99", "ttft", "p99"),
+    ("TPOT mean", "tpot", "mean"),
+    ("TPOT p99", "tpot", "p99"),
+    ("ITL mean", "itl", "mean"),
+    ("ITL p50", "itl", "p50"),
+    ("ITL p99", "itl", "p99"),
+]
+print(f"\n{'(ms)':<10}" + "".join(f"{k:>9}" for k in conventions))
+scores = {k: summarize(trace, convention=c) for k, c in conventions.items()}
+for label, metric, field in rows:
+    cells = []
+    for k in conventions:
+        v = scores[k][metric][field] / MS
+        value(f"{k}_{metric}_{field}_ms", v)
+        cells.append(f"{v:9.2f}")
+    print(f"{label:<10}" + "".join(cells))
+for k in conventions:
+    value(f"{k}_itl_n", scores[k]["itl"]["n"])
+    value(f"{k}_tpot_n", scores[k]["tpot"]["n"])
+value("n_conventions", len(conventions))
+
+tpot_means = [scores[k]["tpot"]["mean"] for k in conventions]
+value("tpot_spread", max(tpot_means) / min(tpot_means))
+print(f"\nthe largest 'mean TPOT' is {max(tpot_means) / min(tpot_means):.2f}x the smallest, on one trace")
+
+# --- all at t = 0: queueing counts in TTFT -----------------------------------------------------
+PREFILL_MS = given("burst_prefill_ms", 25)
+burst = [request(i, 8, 0, [PREFILL_MS * (i + 1)]) for i in range(4)]
+burst_ttft = [m.ttft(r) / MS for r in burst]
+value("burst_n", len(burst))
+value("burst_ttft_last_ms", burst_ttft[-1])
+value("burst_ttft_mean_ms", sum(burst_ttft) / len(burst_ttft))
+print(f"\nfour requests at t = 0, one {PREFILL_MS} ms prefill at a time: TTFTs {burst_ttft} ms")
+
+sanity(
+    "tpot_excludes_short",
+    scores["book"]["tpot_excluded"] == 2,
+    "R2 (one token) and R5 (none) have no TPOT under the book's convention",
+)
+sanity(
+    "with_first_keeps_one_token",
+    scores["first"]["tpot_excluded"] == 1,
+    "e2e / n_out is defined for R2, so only R5 is excluded",
+)
+sanity(
+    "token_mean_is_itl_mean",
+    abs(tok_w - scores["book"]["itl"]["mean"] / MS) < 1e-9,
+    "the token-weighted TPOT mean is the mean of the per-token ITLs",
+)
+sanity(
+    "nearest_is_a_sample",
+    all(scores["nearest"]["ttft"][f"p{q}"] in ttfts for q in (50, 95, 99)),
+    "nearest-rank percentiles are always values of the sample",
+)
+sanity("goodput_le_throughput", m.goodput(trace, SLO_TTFT_MS * MS, SLO_TPOT_MS * MS) <= m.request_throughput(trace))

@@ -1,0 +1,171 @@
+# numbook: timeout=600, alone
+"""8.1.4 — The benchmark report: one whole run of `python -m numbook.bench --config cpu`.
+
+Runs numbook.bench.run_report on the "cpu" preset (the same code the CLI runs), prints the
+report's tables and text plots, and records the figures the page states. Measured numbers are
+stated on the page only as bounds that hold on any machine; the exact values of this build are
+in the printed output.
+"""
+
+import json
+
+import matplotlib
+
+from numbook.bench import kv_cache_bytes, param_count, preset, run_report, weight_bytes
+from numbook.bench.textplot import bars, scatter
+from numbook.check import figure, given, sanity, value
+
+matplotlib.use("Agg")  # no display: figures are written as SVG into the result
+import matplotlib.pyplot as plt  # noqa: E402
+
+cfg = preset(given("config", "cpu"))
+mc = cfg.model
+r = run_report(cfg)
+env, mem, steps, q = r["environment"], r["memory"], r["steps"], r["quality"]
+
+# --- setup ---------------------------------------------------------------------------------------
+print(
+    f"device {env['device']}; python {env['python']}, torch {env['torch']}, numpy {env['numpy']}, "
+    f"{env['threads']} thread(s); {env['date']}"
+)
+print(
+    f"model: {mc.layers} layers, d_model {mc.d_model}, {mc.heads} heads, vocab {mc.vocab}, max_seq {mc.max_seq}, "
+    f"{cfg.dtype}; batch limit {cfg.max_batch}"
+)
+for k in ("layers", "d_model", "heads", "vocab", "max_seq"):
+    value(k, getattr(mc, k))
+value("max_batch", cfg.max_batch)
+value("n_requests", cfg.n_requests)
+value("prompt_lo", cfg.prompt_len[0])
+value("prompt_hi", cfg.prompt_len[1])
+value("out_lo", cfg.output_len[0])
+value("out_hi", cfg.output_len[1])
+value("static_concurrency", cfg.static_concurrency)
+value("slo_ttft_ms", cfg.slo_ttft_s * 1e3)
+value("slo_tpot_ms", cfg.slo_tpot_s * 1e3)
+value("threads", cfg.threads)
+ce = r["ceilings"]
+print(
+    f"ceilings measured: {ce['matmul_flops'] / 1e9:.1f} GFLOP/s, {ce['copy_bandwidth'] / 1e9:.1f} GB/s, "
+    f"ridge {ce['ridge']:.1f} FLOP/B"
+)
+
+# --- memory -------------------------------------------------------------------------------------
+value("params_m", param_count(mc) / 1e6)
+value("weights_mb", mem["weight_bytes"] / 1e6)
+value("kv_per_token", mem["kv_bytes_per_token"])
+value("kv_slots", mem["kv_slots"])
+value("kv_cache_mb", mem["kv_cache_bytes_allocated"] / 1e6)
+peak = [run["peak_bytes"] for run in r["runs"]]
+sanity(
+    "peak_none_on_cpu",
+    cfg.device != "cpu" or all(p is None for p in peak),
+    "no peak figure is invented where the device does not report one",
+)
+print(
+    f"\nweights {mem['weight_bytes'] / 1e6:.1f} MB (allocated {mem['weight_bytes_allocated'] / 1e6:.1f} MB); "
+    f"KV {mem['kv_bytes_per_token']} B/token x {mc.max_seq} positions x {mem['kv_slots']} slots = "
+    f"{mem['kv_cache_bytes_allocated'] / 1e6:.1f} MB; peak: "
+    f"{'not reported on this device' if peak[0] is None else f'{max(peak) / 1e6:.1f} MB'}"
+)
+sanity("weights_match_analytic", mem["weight_bytes"] == mem["weight_bytes_allocated"] == weight_bytes(mc, cfg.dtype))
+sanity("kv_matches_analytic", mem["kv_cache_bytes_allocated"] == kv_cache_bytes(mc, cfg.dtype, slots=mem["kv_slots"]))
+
+# --- isolated steps -------------------------------------------------------------------------------
+print(f"\ndecode step (context {cfg.decode_context}): measured against the roofline bound")
+print(bars([(f"B={d['batch']:<2} tok/s", d["tokens_per_s"]) for d in steps["decode"]], fmt="{:,.0f}"))
+for d in steps["decode"]:
+    print(
+        f"  B={d['batch']:>2}: {d['time_s'] * 1e3:6.2f} ms (bound {d['bound_s'] * 1e3:5.2f} ms, "
+        f"{d['intensity']:.1f} FLOP/B)"
+    )
+print(f"  smallest compute-bound batch by the measured ceilings: {steps['critical_decode_batch']}")
+print("prefill:")
+for p in steps["prefill"]:
+    print(f"  T={p['prompt_len']:>3}: {p['time_s'] * 1e3:6.2f} ms (bound {p['bound_s'] * 1e3:5.2f} ms)")
+dec = {d["batch"]: d for d in steps["decode"]}
+fig, ax = plt.subplots(figsize=(6.4, 3.6))
+bs = [d["batch"] for d in steps["decode"]]
+ax.plot(bs, [d["tokens_per_s"] for d in steps["decode"]], "o-", label="measured")
+ax.plot(bs, [d["batch"] / d["bound_s"] for d in steps["decode"]], "k--", label="roofline bound (measured ceilings)")
+ax.set(xscale="log", yscale="log", xlabel="decode batch size B", ylabel="output tokens/s",
+       title=f"Decode throughput, context {cfg.decode_context}, {env['device']}")
+ax.set_xticks(bs, [str(b) for b in bs])
+ax.grid(alpha=0.3)
+ax.legend()
+figure("decode_roofline", fig, "Decode throughput against batch size, measured (dots) and the roofline bound "
+       "from bytes and FLOPs per step over the measured copy bandwidth and matmul rate (dashed).")
+value("decode_gain_8", dec[8]["tokens_per_s"] / dec[1]["tokens_per_s"])
+value("decode_batch_hi", 8)
+value("decode_batch_max", max(cfg.decode_batches))
+
+# --- serving runs -----------------------------------------------------------------------------------
+print(f"\n{'run':<26}{'req/s':>7}{'tok/s':>8}{'TTFT p50':>9}{'p99':>8}{'TPOT p50':>9}{'p99':>7}{'goodput':>8}   (ms)")
+runs = {}
+for run in r["runs"]:
+    mt = run["metrics"]
+    key = f"{run['mode']}_c{run['concurrency']}" if run["workload"] == "closed" else f"poisson_{run['rate']:g}"
+    runs[key] = mt
+    label = f"{run['mode']} " + (f"N={run['concurrency']}" if run["workload"] == "closed" else f"{run['rate']:g}/s")
+    print(
+        f"{label:<26}{mt['request_throughput']:7.1f}{mt['token_throughput']:8.0f}{mt['ttft']['p50'] * 1e3:9.1f}"
+        f"{mt['ttft']['p99'] * 1e3:8.1f}{mt['tpot']['p50'] * 1e3:9.2f}{mt['tpot']['p99'] * 1e3:7.2f}"
+        f"{mt['goodput']:8.1f}"
+    )
+    sanity(f"complete_{key.replace('.', '_')}", mt["n_requests"] == cfg.n_requests)
+c = cfg.static_concurrency
+value("ttft_static_over_cont", runs[f"static_c{c}"]["ttft"]["p50"] / runs[f"continuous_c{c}"]["ttft"]["p50"])
+sweep = sorted((int(k.split("_c")[1]), v) for k, v in runs.items() if k.startswith("continuous_c"))
+print("\nthroughput against median TPOT, continuous batching, one mark per client count N")
+print(
+    scatter(
+        [(v["token_throughput"], v["tpot"]["p50"] * 1e3, str(n) if n < 10 else "G") for n, v in sweep],
+        xlabel="output tokens/s   (marks: N = 1, 2, 4, 8; G = 16)",
+        ylabel="TPOT p50, ms",
+    )
+)
+fig, (a1, a2) = plt.subplots(1, 2, figsize=(8, 3.4))
+ns = [n for n, _ in sweep]
+for key, axis, name in (("ttft", a1, "TTFT"), ("tpot", a2, "TPOT")):
+    for pct, style in (("p50", "o-"), ("p95", "s--")):
+        axis.plot(ns, [v[key][pct] * 1e3 for _, v in sweep], style, label=f"{name} {pct}")
+    axis.set(xscale="log", xlabel="concurrent clients N", ylabel="ms", title=f"{name} against concurrency")
+    axis.set_xticks(ns, [str(n) for n in ns])
+    axis.grid(alpha=0.3)
+    axis.legend()
+fig.tight_layout()
+figure("latency_vs_concurrency", fig, "Median and 95th-percentile TTFT and TPOT against the number of concurrent "
+       "clients under continuous batching (percentiles by linear interpolation).")
+fig, ax = plt.subplots(figsize=(6.4, 3.4))
+ax.plot(ns, [v["token_throughput"] for _, v in sweep], "o-", label="output tokens/s")
+ax.set(xscale="log", xlabel="concurrent clients N (continuous batching)", ylabel="output tokens/s",
+       title="Throughput against concurrency")
+ax.set_xticks(ns, [str(n) for n in ns])
+ax.grid(alpha=0.3)
+figure("throughput_vs_concurrency", fig, "Output-token throughput against the number of concurrent clients.")
+value("sweep_lo", sweep[0][0])
+value("sweep_hi", sweep[-1][0])
+value("tpot_rises", sweep[-1][1]["tpot"]["p50"] / sweep[0][1]["tpot"]["p50"])
+value("tok_rises", sweep[-1][1]["token_throughput"] / sweep[0][1]["token_throughput"])
+
+# --- quality --------------------------------------------------------------------------------------
+bi, ag = q["batch_invariance"], q["fp32_vs_bf16"]
+print(
+    f"\nbatch invariance: batch of {bi['batch']}, {bi['steps']} steps, max |logit difference| "
+    f"{bi['max_abs_logit_diff']:.2e}, greedy tokens equal: {bi['tokens_equal']}"
+)
+print(
+    f"fp32 vs bf16: top-1 match {ag['match_rate']:.3f} over {ag['positions']} positions (teacher forced); "
+    f"free-running outputs agree for {ag['mean_common_prefix']:.1f} of {ag['steps']} tokens on average"
+)
+value("inv_batch", bi["batch"])
+value("inv_steps", bi["steps"])
+value("inv_diff", bi["max_abs_logit_diff"])
+value("bf16_match", ag["match_rate"])
+value("bf16_positions", ag["positions"])
+value("bf16_prompts", cfg.quality_prompts)
+value("bf16_steps", ag["steps"])
+sanity("batch_invariant_tokens", bi["tokens_equal"], "greedy tokens are the same alone and in a batch")
+
+value("elapsed_s", r["elapsed_s"])
+print(f"\nthe whole run took {r['elapsed_s']:.1f} s; JSON result: {len(json.dumps(r)) / 1e3:.0f} kB")

@@ -1,0 +1,96 @@
+"""The benchmark harness of the 8.1 Inference Performance Model module.
+
+A decoder-only transformer with a per-slot KV cache (:class:`DecoderLM`), the interface any
+served model implements (:class:`ServedModel`), a server with static and continuous batching
+(:func:`serve`), closed- and open-loop load (:class:`ClosedLoop`, :class:`OpenLoop`), metrics as
+pure functions of a trace (:mod:`numbook.bench.metrics`, :func:`summarize`), analytic memory
+and roofline arithmetic, quality checks, and one whole report run (:func:`run_report`, also
+``python -m numbook.bench``).
+"""
+
+from numbook.bench import metrics, roofline
+from numbook.bench.config import PRESETS, BenchConfig, ModelConfig, dtype_bytes, preset
+from numbook.bench.memory import (
+    kv_bytes_per_token,
+    kv_cache_bytes,
+    matmul_params,
+    max_sequences,
+    param_count,
+    peak_bytes,
+    reset_peak,
+    weight_bytes,
+)
+from numbook.bench.model import DecoderLM, KVCache
+from numbook.bench.protocol import LogitsModel, ServedModel
+from numbook.bench.quality import Agreement, Invariance, batch_invariance, dtype_agreement, generate
+from numbook.bench.report import run_report
+from numbook.bench.roofline import (
+    StepCost,
+    critical_decode_batch,
+    decode_cost,
+    prefill_cost,
+    ridge_point,
+    step_time_bound,
+    tpot_lower_bound,
+)
+from numbook.bench.server import Mode, serve
+from numbook.bench.simulate import CostModel, Linear, SimClock, simulate
+from numbook.bench.summary import BOOK, CONVENTIONS, Convention, distribution, request_rows, summarize
+from numbook.bench.trace import RequestTrace, trace_from_dicts, trace_to_dicts
+from numbook.bench.workload import ClosedLoop, Lengths, OpenLoop, RequestSpec, Workload, make_requests
+
+__all__ = [
+    "metrics",
+    "roofline",
+    "PRESETS",
+    "BenchConfig",
+    "ModelConfig",
+    "dtype_bytes",
+    "preset",
+    "kv_bytes_per_token",
+    "kv_cache_bytes",
+    "matmul_params",
+    "max_sequences",
+    "param_count",
+    "peak_bytes",
+    "reset_peak",
+    "weight_bytes",
+    "DecoderLM",
+    "KVCache",
+    "LogitsModel",
+    "ServedModel",
+    "Agreement",
+    "Invariance",
+    "batch_invariance",
+    "dtype_agreement",
+    "generate",
+    "run_report",
+    "StepCost",
+    "critical_decode_batch",
+    "decode_cost",
+    "prefill_cost",
+    "ridge_point",
+    "step_time_bound",
+    "tpot_lower_bound",
+    "Mode",
+    "serve",
+    "CostModel",
+    "Linear",
+    "SimClock",
+    "simulate",
+    "BOOK",
+    "CONVENTIONS",
+    "Convention",
+    "distribution",
+    "request_rows",
+    "summarize",
+    "RequestTrace",
+    "trace_from_dicts",
+    "trace_to_dicts",
+    "ClosedLoop",
+    "Lengths",
+    "OpenLoop",
+    "RequestSpec",
+    "Workload",
+    "make_requests",
+]

@@ -1,0 +1,211 @@
+"""I.4.B07 — From a logit tensor to one scalar.
+
+Builds the real (B, T, |V|) logits tensor, reads its memory from torch, flattens it, runs
+torch.nn.functional.cross_entropy with a padding mask under both reductions, and compares the
+gradients the two reductions send back. The variation uses meta tensors (shape and dtype only,
+no storage) to find the batch size where the fp32 logits pass 10 GB and 10 GiB.
+"""
+
+import itertools
+import math
+
+import torch
+import torch.nn.functional as F
+
+from numbook.check import given, sanity, value
+
+MB, MiB, GB, GiB = 10**6, 2**20, 10**9, 2**30
+
+
+def row(label, *cells, w=34):
+    print(f"  {label:<{w}}" + "".join(f"{c:>18}" for c in cells))
+
+
+B = given("B", 4)
+T = given("T", 512)
+V = given("V", 32_000)
+d = given("d", 4096)
+pad_frac = given("pad_frac", 0.15)
+IGNORE = value("ignore_index", -100)  # PyTorch's default ignore_index
+
+g = torch.Generator().manual_seed(0)
+logits = torch.randn(B, T, V, generator=g)          # fp32, the dtype a loss is usually computed in
+targets = torch.randint(0, V, (B, T), generator=g)  # int64 class indices
+hidden = torch.empty(B, T, d)                      # the final hidden state the logits came from
+
+# -- Steps 1-5: the shape trace --------------------------------------------------------------
+N = value("N", B * T)
+flat = logits.view(N, V)          # view: same storage, no copy
+flat_t = targets.view(N)
+per_pos = F.cross_entropy(flat, flat_t, reduction="none")
+loss = per_pos.mean()
+
+trace = [
+    ("logits", logits), ("targets", targets), ("flattened logits", flat),
+    ("flattened targets", flat_t), ("per-position loss", per_pos), ("reduced loss", loss),
+]
+print("Shape trace")
+row("stage", "shape", "rank", "elements", "dtype")
+for name, t in trace:
+    row(name, str(tuple(t.shape)), t.dim(), f"{t.numel():,}", str(t.dtype).replace("torch.", ""))
+value("logits_shape", logits.shape)
+value("targets_shape", targets.shape)
+value("flat_shape", flat.shape)
+value("flat_targets_shape", flat_t.shape)
+value("per_pos_shape", per_pos.shape)
+value("loss_shape", loss.shape)
+value("targets_numel", targets.numel())
+value("loss_numel", loss.numel())
+
+ranks = [logits.dim(), flat.dim(), per_pos.dim(), loss.dim()]
+drops = value("rank_drops", sum(1 for a, b in itertools.pairwise(ranks) if b == a - 1))
+for name, t in trace:
+    value("rank_" + name.replace("-", "_").replace(" ", "_"), t.dim())
+sanity("three_drops", ranks == [3, 2, 1, 0] and drops == 3,
+       "rank goes 3 -> 2 (flatten) -> 1 (index away |V|) -> 0 (reduce)")
+sanity("view_no_copy", flat.data_ptr() == logits.data_ptr() and flat.numel() == logits.numel(),
+       "flattening is a view: same storage, same element count")
+
+# -- Step 6: memory -----------------------------------------------------------------------
+numel = value("numel", logits.numel())
+fp32_bytes = value("fp32_bytes", logits.nbytes)
+bf16 = logits.to(torch.bfloat16)
+bf16_bytes = value("bf16_bytes", bf16.nbytes)
+value("fp32_elem", logits.element_size())
+value("bf16_elem", bf16.element_size())
+value("int64_elem", targets.element_size())
+fp32_mb = value("fp32_mb", fp32_bytes / MB)
+bf16_mb = value("bf16_mb", bf16_bytes / MB)
+value("fp32_mib", fp32_bytes / MiB)
+value("bf16_mib", bf16_bytes / MiB)
+value("targets_kb", targets.nbytes / 10**3)
+value("targets_bytes", targets.nbytes)
+probs = torch.softmax(flat, dim=-1)   # what the naive route of I.4.B04 materialises
+value("with_probs_fp32_mb", (logits.nbytes + probs.nbytes) / MB)
+value("with_probs_bf16_mb", (bf16.nbytes + probs.to(torch.bfloat16).nbytes) / MB)
+del probs
+value("hidden_mb", hidden.nbytes / MB)
+value("logits_over_hidden", logits.nbytes / hidden.nbytes)
+del bf16
+
+print("\nMemory of the logits")
+row("", "elements", "bytes", "MB", "MiB")
+row("fp32 (.nbytes)", f"{numel:,}", f"{fp32_bytes:,}", f"{fp32_mb:.1f}", f"{fp32_bytes / MiB:.1f}")
+row("bf16 (.nbytes)", f"{numel:,}", f"{bf16_bytes:,}", f"{bf16_mb:.1f}", f"{bf16_bytes / MiB:.1f}")
+row("targets int64 (.nbytes)", f"{targets.numel():,}", f"{targets.nbytes:,}", f"{targets.nbytes / MB:.4f}", "")
+row(f"hidden (B, T, d={d}) fp32", f"{hidden.numel():,}", f"{hidden.nbytes:,}", f"{hidden.nbytes / MB:.1f}", "")
+row("logits / hidden", f"{logits.nbytes / hidden.nbytes:.4f}")
+
+sanity("bytes_two_routes", fp32_bytes == numel * logits.element_size() == B * T * V * 4
+       and bf16_bytes == numel * 2, ".nbytes agrees with numel * element_size and with B*T*|V|*4")
+sanity("bf16_half", fp32_bytes == 2 * bf16_bytes, "bf16 is exactly half of fp32")
+sanity("ratio_is_V_over_d", math.isclose(logits.nbytes / hidden.nbytes, V / d), "logits/hidden = |V|/d")
+
+# -- Step 4 by a second route: lse - z_c --------------------------------------------------
+lse = torch.logsumexp(flat, dim=-1)
+z_c = flat.gather(1, flat_t[:, None]).squeeze(1)
+hand = lse - z_c
+max_diff = value("hand_vs_ce_maxdiff", (hand - per_pos).abs().max().item())
+print(f"\nPer-position loss: cross_entropy vs logsumexp - z_c, max |diff| = {max_diff:.2e}")
+sanity("hand_matches_ce", max_diff < 1e-4, "cross_entropy equals logsumexp(z) - z_c per position")
+
+# -- Step 7: padding and the two reductions -------------------------------------------------
+valid_frac = value("valid_frac", 1 - pad_frac)
+n_valid = value("n_valid", round(N * valid_frac))
+n_pad = value("n_pad", N - n_valid)
+lengths = value("lengths", (512, 463, 402, 364))   # right-padded sequences; their sum is n_valid
+sanity("lengths_sum", sum(lengths) == n_valid and max(lengths) <= T, "the lengths give the valid count")
+mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]        # (B, T) bool, True = real token
+masked_t = targets.masked_fill(~mask, IGNORE).view(N)
+
+x = flat.detach().clone().requires_grad_(True)
+loss_valid = F.cross_entropy(x, masked_t, ignore_index=IGNORE, reduction="mean")   # divides by n_valid
+(g_valid,) = torch.autograd.grad(loss_valid, x)
+per_pos_m = F.cross_entropy(x, masked_t, ignore_index=IGNORE, reduction="none")    # 0 at padding
+S = per_pos_m.sum()
+loss_all = S / N                                                                    # divides by all N
+(g_all,) = torch.autograd.grad(loss_all, x)
+
+S_v = value("masked_sum", S.item())
+lv = value("loss_valid", loss_valid.item())
+la = value("loss_all", loss_all.item())
+ratio = value("ratio_valid_over_all", lv / la)
+value("ratio_exact", N / n_valid)
+under = value("understate", 1 - la / lv)          # how far the all-positions mean falls below
+over = value("overstate", lv / la - 1)            # how far the valid mean lies above
+grad_ratio = value("grad_ratio", (g_all.norm() / g_valid.norm()).item())
+value("lr_cut", 1 - grad_ratio)
+value("ln_V_plus_half", math.log(V) + 0.5)
+# A causal LM predicts the next token: the last real position of each sequence has no target.
+value("n_valid_shifted", sum(n - 1 for n in lengths))
+
+print("\nMasking: 15% padding")
+row("positions N", f"{N:,}")
+row("valid positions", f"{n_valid:,}")
+row("padding positions", f"{n_pad:,}")
+row("masked sum S", f"{S_v:.2f}")
+row('mean over valid  (reduction="mean")', f"{lv:.4f}")
+row("mean over all    (S / N)", f"{la:.4f}")
+row("ratio valid / all", f"{ratio:.4f}")
+row("N / n_valid", f"{N / n_valid:.4f}")
+row("all-mean understates valid by", f"{100 * under:.2f} %")
+row("valid mean exceeds all by", f"{100 * over:.2f} %")
+row("|grad all| / |grad valid|", f"{grad_ratio:.4f}")
+
+sanity("ce_mean_divides_by_valid", math.isclose(lv, S_v / n_valid, rel_tol=1e-5),
+       'reduction="mean" with ignore_index divides by the valid count')
+sanity("padding_contributes_zero", bool((per_pos_m.view(B, T)[~mask] == 0).all()),
+       "ignored positions have loss exactly 0")
+sanity("ratio_two_routes", math.isclose(ratio, N / n_valid, rel_tol=1e-5),
+       "ratio of the computed losses equals N / n_valid")
+sanity("ratio_bounds", 1 <= ratio <= 1 / (1 - pad_frac) + 1e-9, "1 <= ratio <= 1/0.85")
+sanity("grad_scaled", torch.allclose(g_all, g_valid * n_valid / N, atol=1e-9),
+       "the all-positions gradient is the valid gradient times n_valid/N, element by element")
+sanity("init_loss", abs(lv - (math.log(V) + 0.5)) < 0.05, "random N(0,1) logits give a loss near ln|V| + 1/2")
+
+# -- Variation: |V| = 128,000; when do fp32 logits pass 10 GB / 10 GiB? --------------------
+V2 = value("V2", 128_000)
+V_llama3 = value("V_llama3", 128_256)
+big = torch.empty(B, T, V2, device="meta")        # metadata only: shape, dtype, nbytes
+value("v2_numel", big.numel())
+value("v2_fp32_mb", big.nbytes / MB)
+value("v2_bf16_mb", big.to(torch.bfloat16).nbytes / MB)
+value("v2_over_v", big.nbytes / logits.nbytes)
+value("limit_gb", 10)
+
+
+def first_batch_over(limit, vocab):
+    b = 1
+    while torch.empty(b, T, vocab, device="meta").nbytes <= limit:
+        b += 1
+    return b
+
+
+b_gb = value("B_over_10GB", first_batch_over(10 * GB, V2))
+b_gib = value("B_over_10GiB", first_batch_over(10 * GiB, V2))
+value("B_over_10GB_llama3", first_batch_over(10 * GB, V_llama3))
+value("B_over_10GiB_llama3", first_batch_over(10 * GiB, V_llama3))
+value("B_below_gb", b_gb - 1)
+value("B_below_gib", b_gib - 1)
+value("bytes_at_B_gb", b_gb * T * V2 * 4 / GB)
+value("bytes_below_B_gb", (b_gb - 1) * T * V2 * 4 / GB)
+value("bytes_at_B_gib", b_gib * T * V2 * 4 / GiB)
+value("bytes_below_B_gib", (b_gib - 1) * T * V2 * 4 / GiB)
+value("ten_gib_in_gb", 10 * GiB / GB)
+per_seq = T * V2 * 4
+value("per_seq_mb", per_seq / MB)
+
+print("\nVariation: |V| = 128,000")
+row("elements", f"{big.numel():,}")
+row("fp32 MB", f"{big.nbytes / MB:.1f}")
+row("bf16 MB", f"{big.nbytes / 2 / MB:.1f}")
+row("MB per sequence (T x |V| x 4)", f"{per_seq / MB:.1f}")
+row("", "first B over", "at B-1", "at B")
+row("10 GB  = 10^10 bytes", b_gb, f"{(b_gb - 1) * per_seq / GB:.2f} GB", f"{b_gb * per_seq / GB:.2f} GB")
+row("10 GiB = 10.74 GB", b_gib, f"{(b_gib - 1) * per_seq / GiB:.2f} GiB", f"{b_gib * per_seq / GiB:.2f} GiB")
+row("same at Llama 3's 128,256", first_batch_over(10 * GB, V_llama3), first_batch_over(10 * GiB, V_llama3))
+
+sanity("threshold_closed_form",
+       b_gb == math.floor(10 * GB / per_seq) + 1 and b_gib == math.floor(10 * GiB / per_seq) + 1,
+       "meta-tensor search agrees with floor(limit / bytes per sequence) + 1")
+sanity("v2_four_times", big.nbytes == 4 * logits.nbytes, "128,000 / 32,000 = 4")

@@ -32,7 +32,7 @@ from .diagnostics import log, report
 from .runner import CheckResult, Runner
 from .verify import PageContext, failure_message, verify_page
 
-__all__ = ["NumbookExtension", "page_context", "check_formatter", "check_validator", "makeExtension"]
+__all__ = ["NumbookExtension", "page_context", "current_page", "check_formatter", "check_validator", "makeExtension"]
 
 _current: contextvars.ContextVar[PageContext | None] = contextvars.ContextVar("numbook_page", default=None)
 _runners: dict[tuple[str, str, str], Runner] = {}
@@ -46,6 +46,11 @@ def page_context(ctx: PageContext) -> Iterator[None]:
         yield
     finally:
         _current.reset(token)
+
+
+def current_page() -> PageContext | None:
+    """The page being rendered, as the plugin (or ``page_context``) set it; None outside a page."""
+    return _current.get()
 
 
 def set_page_context(ctx: PageContext | None) -> None:

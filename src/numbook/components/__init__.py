@@ -1,0 +1,77 @@
+"""Interactive components for lessons, written in Markdown as pymdownx blocks.
+
+    markdown_extensions:
+      - numbook.components
+
+| block                     | what the reader gets                                        |
+|---------------------------|-------------------------------------------------------------|
+| ``/// quiz | question``   | a quick check: options, feedback, an explanation for each   |
+| ``/// shape-debugger``    | B, F, C controls and the shapes of X, W, b and Z            |
+| ``/// your-turn | prompt``| a free-text box with a saved draft, hints, a model answer   |
+| ``//// hint``             | (inside your-turn) one hint, revealed in order              |
+| ``//// model-answer``     | (inside your-turn) the model answer, behind a reveal        |
+| ``/// lesson-nav``        | previous and next lesson, and the problems it prepares for  |
+
+Behaviour lives in ``docs/assets/numbook/components.js`` and the look in
+``components.css``; the HTML here is complete without them (every explanation, hint and
+answer is on the page), so a reader without JavaScript loses interaction, not content.
+A fault in a block (two keys, an unknown option, a hint outside your-turn) is a warning
+``path:line: /// quiz: …`` under ``mkdocs.*``, so ``mkdocs build --strict`` fails.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as etree
+from typing import Any
+
+from markdown import Markdown
+from markdown.treeprocessors import Treeprocessor
+from pymdownx.blocks import BlocksExtension, BlocksProcessor
+from pymdownx.blocks.block import Block
+
+from ._base import LOCATOR
+from ._common import Locator, warn
+from .lesson_nav import LessonNav
+from .quiz import Quiz
+from .shape_debugger import ShapeDebugger
+from .your_turn import Hint, ModelAnswer, YourTurn
+
+__all__ = ["ComponentsExtension", "makeExtension", "BLOCKS"]
+
+BLOCKS: tuple[type[Block], ...] = (Quiz, ShapeDebugger, YourTurn, Hint, ModelAnswer, LessonNav)
+
+
+class _Audit(Treeprocessor):
+    """After the blocks have run: a block start the parser did not take is a fault.
+
+    pymdownx.blocks leaves a block whose options header is not YAML as plain text.
+    """
+
+    def __init__(self, md: Markdown, locator: Locator) -> None:
+        super().__init__(md)
+        self.locator = locator
+
+    def run(self, root: etree.Element) -> None:
+        mgr = self.md.parser.blockprocessors["blocks"]
+        assert isinstance(mgr, BlocksProcessor)
+        for name, lines in self.locator.lines.items():
+            made = mgr.trackers.get(name, {}).get("count", 0)
+            if made < len(lines):
+                where = ", ".join(str(n) for n in lines[made:])
+                warn(self.md, lines[made], f"/// {name}: {len(lines) - made} block(s) not recognised "
+                     f"(a header that is not 'key: value' lines?); starts at line(s) {where}")
+
+
+class ComponentsExtension(BlocksExtension):  # type: ignore[misc]  # pymdownx is untyped
+    """Registers the component blocks, the line locator and the audit."""
+
+    def extendMarkdownBlocks(self, md: Markdown, block_mgr: BlocksProcessor) -> None:  # noqa: N802
+        locator = Locator(md, {b.NAME for b in BLOCKS})
+        md.preprocessors.register(locator, LOCATOR, 28)  # before fences are stashed (25)
+        md.treeprocessors.register(_Audit(md, locator), "numbook_components_audit", 19)
+        for block in BLOCKS:
+            block_mgr.register(block, {})
+
+
+def makeExtension(**kwargs: Any) -> ComponentsExtension:  # noqa: N802 (Python-Markdown's API)
+    return ComponentsExtension(**kwargs)

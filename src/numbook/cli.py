@@ -1,10 +1,13 @@
 """The author CLI: ``numbook verify`` runs every check and verifies every claim, without HTML.
 
     numbook verify [--root DIR] [--no-cache] [--jobs N]
+    numbook lint [--root DIR]
+    numbook new ID "Title" [--root DIR]
 
 It reads the book's layout from mkdocs.yml (docs_dir and the numbook plugin's options),
 prints one line per fault (``path:line: message``) and a table of the checks, and exits
-non-zero when anything is wrong.
+non-zero when anything is wrong. ``lint`` checks the book's structure without running a check
+(``verify`` includes it); ``new`` scaffolds a problem page and its check.
 """
 
 from __future__ import annotations
@@ -19,10 +22,12 @@ import yaml
 
 from .book import Book
 from .diagnostics import Diagnostic
+from .lint import lint_book
 from .runner import CheckResult, Runner
+from .scaffold import ScaffoldError, scaffold
 from .verify import PageContext, verify_page
 
-__all__ = ["main", "verify_book", "load_layout"]
+__all__ = ["main", "verify_book", "load_layout", "lint"]
 
 
 class _Loader(yaml.SafeLoader):
@@ -64,9 +69,7 @@ def verify_book(root: Path, *, cache: bool = True, jobs: int = 0) -> tuple[list[
             results[name] = runner.result(name)
         return results[name]
 
-    for entry in book.entries.values():
-        if entry.meta is None:
-            continue
+    for entry in book.entries.values():  # pages without a check too: a claim there is an error
         diags += book.link_diagnostics(entry)
         ctx = PageContext(entry.path, entry.check, result, line_offset=entry.offset,
                           check_line=entry.lines.get("check", 1), problem=entry.problem, render=False)
@@ -74,7 +77,15 @@ def verify_book(root: Path, *, cache: bool = True, jobs: int = 0) -> tuple[list[
         diags += rep.diagnostics
         for check, n in rep.claims.items():
             claims[check] = claims.get(check, 0) + n
-    return diags, results, claims, runner
+    diags += lint_book(book, runner.checks_dir, layout["problems_dir"])
+    return list(dict.fromkeys(diags)), results, claims, runner
+
+
+def lint(root: Path) -> list[Diagnostic]:
+    """The structural faults of the book at ``root`` (no check runs)."""
+    layout = load_layout(root)
+    book = Book.scan(root, root / layout["docs_dir"], root / layout["problems_dir"])
+    return list(dict.fromkeys(lint_book(book, root / layout["checks_dir"], layout["problems_dir"])))
 
 
 def _table(results: dict[str, CheckResult], claims: dict[str, int]) -> str:
@@ -94,7 +105,22 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
     v.add_argument("--no-cache", action="store_true", help="run every check even if a cached result exists")
     v.add_argument("--jobs", type=int, default=0, help="checks run at once (default: one per core)")
+    li = sub.add_parser("lint", help="check the book's structure (IDs, links, sections, unused checks) without "
+                                     "running a check")
+    li.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    n = sub.add_parser("new", help="scaffold a problem page and its check: numbook new I.4.B09 \"Title\"")
+    n.add_argument("id", help="the new problem's ID, like I.4.B09")
+    n.add_argument("title", help="the problem's title, without its ID")
+    n.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
     args = parser.parse_args(argv)
+    if args.command == "lint":
+        faults = lint(args.root.resolve())
+        for d in faults:
+            print(d, file=sys.stderr)
+        print(f"lint: {len(faults)} faults")
+        return 1 if faults else 0
+    if args.command == "new":
+        return _new(args.root.resolve(), args.id, args.title)
     if args.command == "verify":
         started = time.perf_counter()
         diags, results, claims, _ = verify_book(args.root.resolve(), cache=not args.no_cache, jobs=args.jobs)
@@ -106,6 +132,19 @@ def main(argv: list[str] | None = None) -> int:
               f"in {time.perf_counter() - started:.2f} s")
         return 1 if diags else 0
     return 2  # pragma: no cover
+
+
+def _new(root: Path, pid: str, title: str) -> int:
+    layout = load_layout(root)
+    try:
+        made = scaffold(root, pid, title, layout["problems_dir"], layout["checks_dir"])
+    except ScaffoldError as exc:
+        print(f"numbook new: {exc}", file=sys.stderr)
+        return 1
+    for f in (made.page, made.check):
+        print(f"wrote {f.relative_to(root).as_posix()}")
+    print("next: write the Statement, replace the scaffold's inputs and value, then `nox -s verify`")
+    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

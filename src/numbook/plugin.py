@@ -27,7 +27,9 @@ from mkdocs.structure.pages import Page
 from .book import Book, Entry, id_key
 from .diagnostics import log, report, reported
 from .markdown_ext import check_formatter, check_validator, set_page_context
+from .page import ChapterMeta
 from .runner import CheckResult, Runner
+from .runreport import report_markdown
 from .verify import PageContext
 
 __all__ = ["NumbookPlugin", "NumbookConfig"]
@@ -52,6 +54,8 @@ class NumbookConfig(base.Config):
     """Title of the generated navigation section of problems."""
     nav_after = c.Type(str, default="Lessons")
     """Insert that section after the nav item with this title (else at the end)."""
+    report = c.Type(str, default="report.md")
+    """Site path of the generated run report page (last in the nav); empty for none."""
 
 
 class NumbookPlugin(BasePlugin[NumbookConfig]):
@@ -100,12 +104,24 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         assert self.runner is not None
         self.results = self.runner.run_many(self.book.checks())
         self.timings["checks_s"] = time.perf_counter() - started
+        if self.config.report and files.get_file_from_path(self.config.report) is None:
+            files.append(File.generated(config, self.config.report, content="# Run report\n",
+                                        inclusion=InclusionLevel.NOT_IN_NAV))
         return files
+
+    def _report_page(self, files: Files) -> Page | None:
+        f = files.get_file_from_path(self.config.report) if self.config.report else None
+        return f.page if f is not None and f.generated_by == "numbook" else None
 
     # -- navigation --------------------------------------------------------------------------
     def on_nav(self, nav: Navigation, *, config: MkDocsConfig, files: Files) -> Navigation | None:
+        report_page = self._report_page(files)
+        if report_page is not None:
+            report_page.title = "Run report"
+            nav.items.append(report_page)
         book = self.book
         if not book.problems and not book.chapters:
+            _relink(nav)
             return nav
         parts: dict[str, Section] = {}
         chapters: dict[str, Section] = {}
@@ -139,9 +155,16 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
 
     # -- pages -------------------------------------------------------------------------------
     def on_page_markdown(self, markdown: str, *, page: Page, config: MkDocsConfig, files: Files) -> str | None:
+        if page is self._report_page(files):
+            set_page_context(None)
+            return report_markdown(self.book, self.results, self._result, page.file.src_uri)
         entry = self.book.entries.get(page.file.src_uri)
         if entry is None or entry.meta is None:
-            set_page_context(None)
+            # no check: still verified, so that a claim on a page without one is an error, not raw text
+            raw_path = page.file.abs_src_path or ""
+            raw = Path(raw_path).read_text(encoding="utf-8") if raw_path else markdown
+            path = entry.path if entry is not None else page.file.src_uri
+            set_page_context(PageContext(path, None, self._result, line_offset=raw.count("\n") - markdown.count("\n")))
             return markdown
         raw = Path(page.file.abs_src_path or "").read_text(encoding="utf-8")
         ctx = PageContext(entry.path, entry.check, self._result, line_offset=raw.count("\n") - markdown.count("\n"),
@@ -150,6 +173,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             report(self.book.link_diagnostics(entry))
             head, markdown = self._problem_frame(markdown, entry)
             ctx.line_offset -= head  # the lines the frame put before the body
+        elif isinstance(entry.meta, ChapterMeta) and not markdown.lstrip().startswith("# "):
+            markdown = f"# {entry.meta.chapter} · {entry.meta.title}\n\n{markdown}"
+            ctx.line_offset -= 2
         set_page_context(ctx)
         return markdown
 
@@ -191,9 +217,11 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         if reported and config.strict and not log.isEnabledFor(logging.WARNING):
             # --quiet hides warnings from --strict's counter; a wrong number must still fail the build
             raise PluginError(f"{len(reported)} faults in checks and claims; the first: {reported[0]}")
-        ran = [r for r in self.results.values() if r.ok and not r.cached and not r.frozen]
-        log.info(f"numbook: {len(self.results)} checks ({len(ran)} ran, "
-                 f"{sum(r.cached for r in self.results.values())} from cache) in {self.timings.get('checks_s', 0):.2f} s")
+        unique = {r.check: r for r in self.results.values()}.values()  # one check may be named two ways
+        ran = [r for r in unique if r.ok and not r.cached and not r.frozen]
+        cached = sum(r.cached for r in unique)
+        log.info(f"numbook: {len(unique)} checks ({len(ran)} ran, {cached} from cache) "
+                 f"in {self.timings.get('checks_s', 0):.2f} s")
 
 
 def _rel(src: str, dst: str) -> str:

@@ -204,6 +204,15 @@ class Runner:
         except ValueError:
             return str(path)
 
+    def _import_name(self, f: Path) -> str:
+        """A file's name as its import sees it (``numbook/check.py``), the same in any copy of the project."""
+        for base in self._search:
+            try:
+                return f.resolve().relative_to(base.resolve()).as_posix()
+            except ValueError:
+                continue
+        return self.rel(f)
+
     def key(self, path: Path) -> tuple[str, str]:
         """(cache key, hash of the check's own source)."""
         files: set[Path] = set()
@@ -211,7 +220,7 @@ class Runner:
         h = hashlib.sha256()
         own = hashlib.sha256(path.read_bytes()).hexdigest()
         for f in sorted(files):
-            h.update(self.rel(f).encode() + b"\0" + f.read_bytes() + b"\0")
+            h.update(self._import_name(f).encode() + b"\0" + f.read_bytes() + b"\0")
         h.update(json.dumps([CACHE_VERSION, self.versions, self.device], sort_keys=True).encode())
         return h.hexdigest()[:20], own[:20]
 
@@ -222,6 +231,8 @@ class Runner:
         rel = self.rel(path)
         if not path.is_file():
             return CheckResult(rel, "missing")
+        if not self.execute:  # the floor of a build: no check runs and no cached result is shown
+            return CheckResult(rel, "skipped")
         try:
             header = read_header(path.read_text(encoding="utf-8"))
         except ValueError as exc:
@@ -280,9 +291,6 @@ class Runner:
         timeout = header.timeout or self.timeout
         base = CheckResult(rel, "error", requires=header.requires, device=self.device, versions=self.versions,
                            key=key, source_hash=own, timeout_s=timeout)
-        if not self.execute:
-            base.status = "skipped"
-            return base
         if header.requires == "cuda":  # live only on a GPU torch can use; elsewhere its frozen GPU result
             from .frozen import gpu_status, load_frozen
 

@@ -1,0 +1,124 @@
+"""``numbook lint``: the structure of the book, checked without running a single check.
+
+- problem IDs are well formed and unique, and each page's file is named after its ID;
+- every ``draws_on`` target is a problem of the book;
+- every check in ``checks/`` is used by some page (helpers named ``_*.py`` and the
+  ``checks/frozen/`` folder are exempt);
+- every page under ``problems/`` is a problem page with its front matter and its sections.
+
+``numbook verify`` applies the same rules (the faults it shares with the claim processor,
+missing sections for one, are reported once).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .book import Book, Entry
+from .diagnostics import Diagnostic
+from .page import SECTIONS, split_front_matter
+from .verify import CLAIM
+
+__all__ = ["lint_book", "used_checks", "section_diagnostics"]
+
+_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
+_CHECK_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*check\b[^\n]*?\bpath=\"([^\"]+)\"")
+_H2 = re.compile(r"^##\s+(.*?)\s*(?:\{[^}]*\})?\s*#*\s*$")
+_ORDERED = SECTIONS[:6]
+
+
+def _py(name: str) -> str:
+    return name if name.endswith(".py") else name + ".py"
+
+
+def used_checks(entry: Entry) -> set[str]:
+    """Checks a page uses: its ``check:``, ```` ```check path="…" ```` fences, ``[[x|other:name]]`` claims."""
+    used = {entry.check} if entry.check else set()
+    fence: str | None = None
+    for line in entry.body.split("\n"):
+        fm = _FENCE.match(line)
+        if fence is not None:
+            if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
+                fence = None
+            continue
+        if fm:
+            fence = fm.group(1)
+            cf = _CHECK_FENCE.match(line)
+            if cf:
+                used.add(cf.group(1))
+            continue
+        for m in CLAIM.finditer(re.sub(r"(`+).+?\1", " ", line)):
+            ref = (m.group("ref") or "").partition("±")[0].strip()
+            if ":" in ref:
+                used.add(_py(ref.split(":", 1)[0].strip()))
+    return used
+
+
+def section_diagnostics(entry: Entry) -> list[Diagnostic]:
+    """Missing or misordered sections of a problem page (the claim processor's exact messages)."""
+    seen: list[str] = []
+    fence: str | None = None
+    for line in entry.body.split("\n"):
+        fm = _FENCE.match(line)
+        if fence is not None:
+            if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
+                fence = None
+            continue
+        if fm:
+            fence = fm.group(1)
+            continue
+        hm = _H2.match(line)
+        if hm:
+            seen.append(hm.group(1).strip())
+    first = entry.offset + 1
+    out = [Diagnostic(entry.path, first, f"missing section '## {want}'") for want in SECTIONS if want not in seen]
+    order = [s for s in seen if s in _ORDERED]
+    if order != sorted(order, key=_ORDERED.index):
+        out.append(Diagnostic(entry.path, first,
+                              "sections out of order: Statement, Given, Find, Strategy, Solution, Answer"))
+    return out
+
+
+def _problem_pages(book: Book, problems_dir: str) -> list[Entry]:
+    prefix = Path(problems_dir).name + "/"
+    return [e for uri, e in sorted(book.entries.items()) if uri.startswith(prefix)]
+
+
+def lint_book(book: Book, checks_dir: Path, problems_dir: str = "problems") -> list[Diagnostic]:
+    """Every structural fault of the book, front matter faults of the scan included."""
+    diags = list(book.diagnostics)
+    faulty = {d.path for d in book.diagnostics}
+    for entry in _problem_pages(book, problems_dir):
+        if entry.meta is None and entry.path not in faulty:
+            diags.append(Diagnostic(entry.path, 1, "a page under problems/ must be a problem page: "
+                                                   "its front matter has no 'id' (and needs 'title' and 'check')"))
+    for pid, entry in sorted(book.problems.items()):
+        if Path(entry.path).stem != pid:
+            diags.append(Diagnostic(entry.path, entry.lines.get("id", 1),
+                                    f"problem '{pid}' is in {Path(entry.path).name}: name the file {pid}.md"))
+        diags += book.link_diagnostics(entry)
+        diags += section_diagnostics(entry)
+    root = book.root.resolve()
+    checks_dir = checks_dir.resolve()
+    used: set[str] = set()
+    for entry in book.entries.values():
+        if entry.meta is not None:
+            used |= used_checks(entry)
+        elif entry.path in faulty:  # a page whose front matter failed still names its check
+            named = split_front_matter((root / entry.path).read_text(encoding="utf-8"), entry.path).data.get("check")
+            used |= {named} if isinstance(named, str) else set()
+    used = {u.removeprefix(checks_dir.name + "/") for u in used}
+    for f in sorted(checks_dir.rglob("*.py")):
+        rel = f.relative_to(checks_dir)
+        if any(p.startswith("_") or p.startswith(".") for p in rel.parts) or rel.parts[0] == "frozen":
+            continue
+        if rel.as_posix() not in used:
+            try:
+                shown = f.relative_to(root).as_posix()
+            except ValueError:
+                shown = str(f)
+            diags.append(Diagnostic(shown, 1, f"no page uses this check: name it in a page's 'check:', bind a claim "
+                                              f"to it as [[…|{rel.with_suffix('').as_posix()}:name]], or rename it "
+                                              f"_{rel.name} if it is a helper"))
+    return diags

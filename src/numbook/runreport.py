@@ -1,0 +1,86 @@
+"""The run report: one row per check of this build, as a Markdown page the plugin adds to the site.
+
+Each row says what the build did with a check: its status, how long it ran, on which device,
+whether it ran for this build, came from the cache or is a frozen GPU result, how many claims
+it backs, and which pages use it. ``numbook verify`` prints the same facts as a text table.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Callable, Iterable
+
+from .book import Book, Entry
+from .runner import CheckResult
+from .verify import PageContext, verify_page
+
+__all__ = ["source_of", "count_claims", "report_markdown"]
+
+
+def source_of(res: CheckResult) -> str:
+    """Where a result came from: ``ran`` (for this build), ``cache``, ``frozen`` or ``not run``."""
+    if res.status in ("skipped", "missing"):
+        return "not run"
+    return "frozen" if res.frozen else ("cache" if res.cached else "ran")
+
+
+def count_claims(entries: Iterable[Entry], results: Callable[[str], CheckResult]) -> tuple[
+        dict[str, int], dict[str, list[Entry]]]:
+    """Claims verified per check, and the pages whose claims bind to each check.
+
+    It runs the one claim processor without rendering, on results already computed, so the
+    counts are the ones ``numbook verify`` prints.
+    """
+    claims: dict[str, int] = {}
+    pages: dict[str, list[Entry]] = {}
+    for entry in entries:
+        if entry.meta is None:
+            continue
+        ctx = PageContext(entry.path, entry.check, results, line_offset=entry.offset,
+                          check_line=entry.lines.get("check", 1), problem=entry.problem, render=False)
+        counted = verify_page(entry.body, ctx).claims
+        if entry.check:
+            counted.setdefault(results(entry.check).check, 0)
+        for check, n in counted.items():
+            claims[check] = claims.get(check, 0) + n
+            pages.setdefault(check, []).append(entry)
+    return claims, pages
+
+
+def _link(report_uri: str, entry: Entry) -> str:
+    target = os.path.relpath(entry.uri, os.path.dirname(report_uri) or ".").replace(os.sep, "/")
+    pid = getattr(entry.meta, "id", None)
+    label = pid or (entry.meta.get("title") if entry.meta is not None else None) or entry.uri
+    return f"[{label}]({target})"
+
+
+def report_markdown(book: Book, results: dict[str, CheckResult], get: Callable[[str], CheckResult],
+                    report_uri: str = "report.md", now: _dt.datetime | None = None) -> str:
+    """The Markdown of the run report page."""
+    claims, pages = count_claims(book.entries.values(), get)
+    rows = sorted({r.check: r for r in results.values()}.values(), key=lambda r: r.check)
+    when = (now or _dt.datetime.now(_dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
+    ran = sum(r.ok and source_of(r) == "ran" for r in rows)
+    cached = sum(r.ok and r.cached for r in rows)
+    frozen = sum(r.ok and r.frozen for r in rows)
+    failed = sum(not r.ok for r in rows)
+    total = sum(r.elapsed_s for r in rows if r.ok and source_of(r) == "ran")
+    out = [
+        "# Run report", "",
+        f"What this build did with each check, built {when}: {len(rows)} checks, {ran} ran for this build "
+        f"({total:.2f} s of check time), {cached} from the cache, {frozen} frozen GPU results, "
+        f"{failed} failed; {sum(claims.values())} claims verified.", "",
+        "| check | status | time | device | source | claims | pages |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        used = ", ".join(_link(report_uri, e) for e in pages.get(r.check, []))
+        time = f"{r.elapsed_s:.2f} s" if r.elapsed_s else "–"
+        device = (r.device or "–").replace("|", "\\|")
+        out.append(f"| `{r.check}` | {r.status} | {time} | {device} | {source_of(r)} | "
+                   f"{claims.get(r.check, 0)} | {used or '–'} |")
+    out += ["", "*source*: `ran` ran for this build; `cache` is the result of an earlier run with the same "
+                "source, imports, library versions and device; `frozen` is a committed GPU result "
+                "(`checks/frozen/`). *time* is the check's own run time, when it ran.", ""]
+    return "\n".join(out)

@@ -1,0 +1,124 @@
+"""`numbook lint` (and `numbook verify`, which includes it): exact messages for each structural fault."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from numbook.cli import main
+
+TINY = Path(__file__).parent / "fixtures" / "tiny"
+A01, A02 = "problems/I.1.A01.md", "problems/I.1.A02.md"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    dst = tmp_path / "tiny"
+    shutil.copytree(TINY, dst, ignore=shutil.ignore_patterns("site", ".cache", "__pycache__"))
+    return dst
+
+
+def edit(root: Path, rel: str, old: str, new: str) -> None:
+    path = root / rel
+    text = path.read_text(encoding="utf-8")
+    assert old in text, f"{old!r} not in {rel}"
+    path.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def lint(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], str]:
+    rc = main(["lint", "--root", str(root)])
+    out = capsys.readouterr()
+    return rc, out.err.splitlines(), out.out
+
+
+def test_a_clean_book_lints_clean(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert lint(root, capsys) == (0, [], "lint: 0 faults\n")
+
+
+def test_an_unused_check(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (root / "checks/i1_a09_orphan.py").write_text("print(1)\n", encoding="utf-8")
+    (root / "checks/_helpers.py").write_text("X = 1\n", encoding="utf-8")          # a helper: exempt
+    (root / "checks/frozen").mkdir()
+    (root / "checks/frozen/gpu_thing.py").write_text("", encoding="utf-8")        # frozen/: exempt
+    assert lint(root, capsys) == (1, [
+        "checks/i1_a09_orphan.py:1: no page uses this check: name it in a page's 'check:', bind a claim to it "
+        "as [[…|i1_a09_orphan:name]], or rename it _i1_a09_orphan.py if it is a helper"
+    ], "lint: 1 faults\n")
+
+
+def test_a_check_used_only_through_a_qualified_claim_or_a_check_fence_is_used(
+        root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (root / "checks/i1_a09_other.py").write_text("print(1)\n", encoding="utf-8")
+    (root / "checks/i1_a10_shown.py").write_text("print(1)\n", encoding="utf-8")
+    edit(root, A02, "## Where this breaks", 'It also reads [[3|i1_a09_other:n]].\n\n```check path="i1_a10_shown.py"\n'
+                                            "```\n\n## Where this breaks")
+    assert lint(root, capsys)[1] == []
+
+
+def test_a_draws_on_target_that_does_not_exist(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(root, A02, "draws_on: [I.1.A01]", "draws_on: [I.1.A09]")
+    assert lint(root, capsys)[:2] == (1, [
+        "problems/I.1.A02.md:5: draws on 'I.1.A09', which is no problem in this book"])
+
+
+def test_a_duplicate_id(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(root, A02, "id: I.1.A02", "id: I.1.A01")
+    assert "problems/I.1.A02.md:2: problem ID 'I.1.A01' is also used by problems/I.1.A01.md" in lint(root, capsys)[1]
+
+
+def test_a_malformed_id(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(root, A02, "id: I.1.A02", "id: I.1.A2")
+    assert lint(root, capsys)[1] == [
+        "problems/I.1.A02.md:2: front matter 'id': 'I.1.A2' is not a problem ID like I.4.B07"]
+
+
+def test_a_file_not_named_after_its_id(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (root / A02).rename(root / "problems/I.1.A2.md")
+    assert lint(root, capsys)[1] == [
+        "problems/I.1.A2.md:2: problem 'I.1.A02' is in I.1.A2.md: name the file I.1.A02.md"]
+
+
+def test_a_missing_section_and_sections_out_of_order(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(root, A01, "## Variation\n", "## Varied\n")
+    edit(root, A01, "## Find\n", "## Find-it\n")
+    edit(root, A01, "## Strategy\n", "## Strategy-x\n")
+    assert lint(root, capsys)[1] == [
+        "problems/I.1.A01.md:8: missing section '## Find'",
+        "problems/I.1.A01.md:8: missing section '## Strategy'",
+        "problems/I.1.A01.md:8: missing section '## Variation'",
+    ]
+    edit(root, A01, "## Given\n", "## Given-y\n")
+    edit(root, A01, "## Statement\n", "## Given\n\n## Statement\n")
+    assert "problems/I.1.A01.md:8: sections out of order: Statement, Given, Find, Strategy, Solution, Answer" \
+        in lint(root, capsys)[1]
+
+
+def test_a_missing_front_matter_field(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(root, A02, "title: ", "titel: ")
+    assert lint(root, capsys)[1] == [
+        "problems/I.1.A02.md:1: front matter 'title': Required configuration not provided.",
+        "problems/I.1.A02.md:3: front matter 'titel': Unrecognised configuration name: titel",
+    ]
+
+
+def test_a_page_under_problems_that_is_no_problem(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (root / "problems/notes.md").write_text("# Notes\n", encoding="utf-8")
+    assert lint(root, capsys)[1] == [
+        "problems/notes.md:1: a page under problems/ must be a problem page: its front matter has no 'id' "
+        "(and needs 'title' and 'check')"
+    ]
+
+
+def test_verify_includes_lint_and_reports_a_shared_fault_once(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (root / "checks/i1_a09_orphan.py").write_text("print(1)\n", encoding="utf-8")
+    edit(root, A01, "## Variation\n", "## Varied\n")
+    assert main(["verify", "--root", str(root), "--no-cache"]) == 1
+    out = capsys.readouterr()
+    assert out.err.splitlines() == [
+        "problems/I.1.A01.md:8: missing section '## Variation'",
+        "checks/i1_a09_orphan.py:1: no page uses this check: name it in a page's 'check:', bind a claim to it "
+        "as [[…|i1_a09_orphan:name]], or rename it _i1_a09_orphan.py if it is a helper",
+    ]
+    assert out.out.splitlines()[-1].startswith("2 checks, 13 claims verified, 2 faults in ")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 
 import markdown
-from markdown.extensions.toc import TocExtension
 import pytest
+from markdown.extensions.toc import TocExtension
 
 from numbook.markdown_ext import NumbookExtension, page_context
 from numbook.runner import CheckResult
@@ -217,7 +217,8 @@ def test_inline_math_across_a_line_break_and_display_blocks() -> None:
 
 
 def test_figures_drawn_by_the_check() -> None:
-    svg = '<?xml version="1.0"?>\n<!DOCTYPE svg>\n<svg xmlns="http://www.w3.org/2000/svg">\n  <path d="M0 0"/>\n</svg>\n'
+    svg = ('<?xml version="1.0"?>\n<!DOCTYPE svg>\n<svg xmlns="http://www.w3.org/2000/svg">\n'
+           '  <path d="M0 0"/>\n</svg>\n')
     result = CheckResult("checks/demo.py", "ok", figures={"tput": {"caption": "Throughput.", "svg": svg}})
     html = render("[[figure:tput]]", ctx(result=result))
     assert html == ('<figure class="nb-figure" data-figure="tput"><svg xmlns="http://www.w3.org/2000/svg"> '

@@ -10,10 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mkdocs.config import base
-
 from .diagnostics import Diagnostic
-from .page import ChapterMeta, ProblemMeta, read_meta, split_front_matter
+from .page import ChapterMeta, PageMeta, ProblemMeta, read_meta, split_front_matter
 
 __all__ = ["Book", "Entry", "id_key"]
 
@@ -35,7 +33,7 @@ class Entry:
 
     uri: str                          # site path, e.g. problems/I.4.B07.md or lessons/x.md
     path: str                         # path an author recognises, relative to the project root
-    meta: base.Config | None
+    meta: ProblemMeta | ChapterMeta | PageMeta | None
     lines: dict[str, int]             # front matter key -> line
     offset: int
     body: str
@@ -47,6 +45,16 @@ class Entry:
     @property
     def problem(self) -> bool:
         return isinstance(self.meta, ProblemMeta)
+
+    @property
+    def pmeta(self) -> ProblemMeta:
+        """The front matter of a problem page (only for entries of ``Book.problems``)."""
+        assert isinstance(self.meta, ProblemMeta), self.path
+        return self.meta
+
+    @property
+    def title(self) -> str:
+        return str(self.meta.title) if self.meta is not None and self.meta.title else self.path
 
 
 @dataclass
@@ -69,6 +77,7 @@ class Book:
         fm = split_front_matter(raw, path)
         meta, errors = read_meta(fm, path)
         self.diagnostics += errors
+        assert meta is None or isinstance(meta, ProblemMeta | ChapterMeta | PageMeta)
         entry = Entry(uri, path, meta, fm.lines, fm.offset, fm.body)
         self.entries[uri] = entry
         if isinstance(meta, ProblemMeta):
@@ -98,12 +107,11 @@ class Book:
 
     def users(self, pid: str) -> list[str]:
         """IDs of the problems that draw on ``pid``."""
-        return sorted((q for q, e in self.problems.items() if e.meta is not None and pid in e.meta.draws_on),
-                      key=id_key)
+        return sorted((q for q, e in self.problems.items() if pid in e.pmeta.draws_on), key=id_key)
 
     def link_diagnostics(self, entry: Entry) -> list[Diagnostic]:
         """A draws-on target that is no problem of the book is an error."""
-        if not entry.problem or entry.meta is None:
+        if not isinstance(entry.meta, ProblemMeta):
             return []
         return [Diagnostic(entry.path, entry.lines.get("draws_on", 1),
                            f"draws on '{t}', which is no problem in this book")

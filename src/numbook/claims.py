@@ -154,10 +154,10 @@ def parse_literal(text: str, tolerance: tuple[Decimal, bool] | None = None) -> L
     low = t.lower()
     for word, op in _BOUNDS:
         if low.startswith(word) and (not word[0].isalpha() or len(low) == len(word) or not low[len(word)].isalpha()):
-            inner = parse_literal(t[len(word):].strip())
-            if inner.kind == "shape" or inner.number is None:
+            bound = parse_literal(t[len(word):].strip())
+            if bound.kind == "shape" or bound.number is None:
                 raise LiteralError(f"a bound needs a number: '{t}'")
-            return Literal(raw, "bound", number=inner.number, op=op, percent=inner.percent)
+            return Literal(raw, "bound", number=bound.number, op=op, percent=bound.percent)
     if low in WORDS:
         return Literal(raw, "word", number=Decimal(WORDS[low]), tolerance=tolerance)
     m = _SCI.match(t)

@@ -30,7 +30,7 @@ from markdown_exec import base_format
 
 from .diagnostics import log, report
 from .runner import CheckResult, Runner
-from .verify import PageContext, failure_message, verify_page
+from .verify import PageContext, PageReport, failure_message, verify_page
 
 __all__ = ["NumbookExtension", "page_context", "current_page", "check_formatter", "check_validator", "makeExtension"]
 
@@ -134,7 +134,7 @@ class NumbookExtension(Extension):
             "problem": [False, "Apply the problem-page rules (Given, sections, unbound numbers)."],
         }
         super().__init__(**kwargs)
-        self.last_report = None
+        self.last_report: PageReport | None = None
 
     def context(self) -> PageContext | None:
         ctx = _current.get()

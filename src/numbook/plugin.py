@@ -130,8 +130,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             if part not in parts:
                 parts[part] = Section(f"Part {part}", [])
             ch = book.chapters.get(cid)
-            ch_page = files.get_file_from_path(ch.uri).page if ch else None
-            title = f"{cid} · {ch.meta.title}" if ch and ch.meta else f"Chapter {cid}"
+            ch_file = files.get_file_from_path(ch.uri) if ch else None
+            ch_page = ch_file.page if ch_file is not None else None
+            title = f"{cid} · {ch.title}" if ch else f"Chapter {cid}"
             sec = Section(title, [])
             if ch_page is not None:
                 ch_page.title = "Overview"
@@ -142,9 +143,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             entry = book.problems[pid]
             f = files.get_file_from_path(entry.uri)
             page = f.page if f else None
-            if page is None or entry.meta is None:
+            if page is None:
                 continue
-            page.title = f"{pid} · {entry.meta.title}"
+            page.title = f"{pid} · {entry.title}"
             chapters[pid.rsplit(".", 1)[0]].children.append(page)
         top = Section(self.config.nav_title, list(parts.values()))
         titles = [getattr(item, "title", None) for item in nav.items]
@@ -187,20 +188,19 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
 
     def _problem_frame(self, markdown: str, entry: Entry) -> tuple[int, str]:
         """The H1 and precision line before the body, Draws on and Used by after it."""
-        meta, book = entry.meta, self.book
-        assert meta is not None
+        meta, book = entry.pmeta, self.book
         head = f"# {meta.id} · {meta.title}\n\n"
         if meta.precision:
             head += f'<p class="nb-precision">{meta.precision}</p>\n\n'
         tail = ["", "## Draws on", ""]
-        tail += [f"- [{t} · {book.problems[t].meta.title}]({_rel(entry.uri, book.problems[t].uri)})"
+        tail += [f"- [{t} · {book.problems[t].title}]({_rel(entry.uri, book.problems[t].uri)})"
                  for t in meta.draws_on if t in book.problems]
         if not meta.draws_on:
             tail.append("Nothing earlier in the book: this problem starts from first principles.")
         users = book.users(meta.id)
         if users:
             tail += ["", "## Used by", ""]
-            tail += [f"- [{u} · {book.problems[u].meta.title}]({_rel(entry.uri, book.problems[u].uri)})"
+            tail += [f"- [{u} · {book.problems[u].title}]({_rel(entry.uri, book.problems[u].uri)})"
                      for u in users]
         return head.count("\n"), head + markdown + "\n".join(tail) + "\n"
 

@@ -113,7 +113,8 @@ def expected_stamp(data: dict[str, object]) -> str:
     vers = " · ".join(f"{k} {v}" for k, v in versions.items())
     return (f'<p class="nb-stamp nb-stamp-frozen" title="{_FROZEN_TITLE}"><span class="nb-stamp-label">'
             f"Frozen GPU result</span> cuda: {FAKE_GPU} · driver {FAKE_DRIVER} · {vers} · "
-            f"{data['elapsed_s']:.2f} s · {data['ran_at']} · source {data['source_hash']} · not run for this build</p>")
+            f"{data['elapsed_s']:.2f} s ({data['cpu_s']:.2f} s CPU) · {data['ran_at']} · "
+            f"source {data['source_hash']} · not run for this build</p>")
 
 
 # -- device detection ----------------------------------------------------------------------------

@@ -37,8 +37,8 @@ def test_the_report_lists_every_check_and_then_its_cached_results(tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     first = rows(root / "site")
     assert [[c for i, c in enumerate(r) if i != 2] for r in first] == [
-        ["checks/i1_a01_embedding.py", "ok", "cpu: test", "ran", "9", "I.1.A01"],
-        ["checks/i1_a02_reuse.py", "ok", "cpu: test", "ran", "4", "I.1.A02"],
+        ["i1_a01_embedding.py", "ok", "cpu: test", "ran", "9", "I.1.A01"],
+        ["i1_a02_reuse.py", "ok", "cpu: test", "ran", "4", "I.1.A02"],
     ]
     assert all(re.fullmatch(r"\d+\.\d\d s", r[2]) for r in first)
     html = (root / "site/report/index.html").read_text(encoding="utf-8")

@@ -158,6 +158,7 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
     def on_page_markdown(self, markdown: str, *, page: Page, config: MkDocsConfig, files: Files) -> str | None:
         if page is self._report_page(files):
             set_page_context(None)
+            page.meta["hide"] = ["toc"]  # a wide table: give it the room of the table of contents
             return report_markdown(self.book, self.results, self._result, page.file.src_uri)
         entry = self.book.entries.get(page.file.src_uri)
         if entry is None or entry.meta is None:

@@ -71,14 +71,14 @@ def report_markdown(book: Book, results: dict[str, CheckResult], get: Callable[[
         f"What this build did with each check, built {when}: {len(rows)} checks, {ran} ran for this build "
         f"({total:.2f} s of check time), {cached} from the cache, {frozen} frozen GPU results, "
         f"{failed} failed; {sum(claims.values())} claims verified.", "",
-        "| check | status | time | device | source | claims | pages |",
+        "| check (in `checks/`) | status | time | device | source | claims | pages |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         used = ", ".join(_link(report_uri, e) for e in pages.get(r.check, []))
         time = f"{r.elapsed_s:.2f} s" if r.elapsed_s else "–"
         device = (r.device or "–").replace("|", "\\|")
-        out.append(f"| `{r.check}` | {r.status} | {time} | {device} | {source_of(r)} | "
+        out.append(f"| `{r.check.removeprefix('checks/')}` | {r.status} | {time} | {device} | {source_of(r)} | "
                    f"{claims.get(r.check, 0)} | {used or '–'} |")
     out += ["", "*source*: `ran` ran for this build; `cache` is the result of an earlier run with the same "
                 "source, imports, library versions and device; `frozen` is a committed GPU result "

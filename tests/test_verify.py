@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 
 import markdown
@@ -221,8 +222,9 @@ def test_figures_drawn_by_the_check() -> None:
            '  <path d="M0 0"/>\n</svg>\n')
     result = CheckResult("checks/demo.py", "ok", figures={"tput": {"caption": "Throughput.", "svg": svg}})
     html = render("[[figure:tput]]", ctx(result=result))
-    assert html == ('<figure class="nb-figure" data-figure="tput"><svg xmlns="http://www.w3.org/2000/svg"> '
-                    '<path d="M0 0"/> </svg> <figcaption>Throughput. <span class="nb-figure-source">Drawn by '
+    data = base64.b64encode(svg.encode()).decode()
+    assert html == (f'<figure class="nb-figure" data-figure="tput"><img src="data:image/svg+xml;base64,{data}" '
+                    'alt="Throughput."><figcaption>Throughput. <span class="nb-figure-source">Drawn by '
                     "checks/demo.py for this build.</span></figcaption></figure>")
     assert messages("[[figure:nope]]", ctx(result=result)) == [
         "problems/X.md:1: figure 'nope' is not drawn by checks/demo.py (it draws: tput)"]

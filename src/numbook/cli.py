@@ -71,7 +71,7 @@ def verify_book(root: Path, *, cache: bool = True, jobs: int = 0) -> tuple[list[
 
     for entry in book.entries.values():  # pages without a check too: a claim there is an error
         diags += book.link_diagnostics(entry)
-        ctx = PageContext(entry.path, entry.check, result, line_offset=entry.offset,
+        ctx = PageContext(entry.path, entry.check, result, line_offset=entry.offset, root=root,
                           check_line=entry.lines.get("check", 1), problem=entry.problem, render=False)
         rep = verify_page(entry.body, ctx)
         diags += rep.diagnostics

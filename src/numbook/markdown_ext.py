@@ -15,7 +15,9 @@ config names the page, its check and the project root.
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import html
+import os
 import xml.etree.ElementTree as etree
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -144,7 +146,7 @@ class NumbookExtension(Extension):
         if not cfg["page_path"]:
             return None
         runner = _runner(cfg["root"], cfg["checks_dir"], cfg["cache_dir"])
-        return PageContext(cfg["page_path"], cfg["check"] or None, runner.result,
+        return PageContext(cfg["page_path"], cfg["check"] or None, runner.result, root=runner.root,
                            line_offset=int(cfg["line_offset"]), problem=bool(cfg["problem"]))
 
     def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 (Python-Markdown's API)
@@ -191,13 +193,30 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
         body = html.escape(res.stderr.strip() or msg)
         return (f'<div class="admonition failure nb-check-failed"><p class="admonition-title">'
                 f"The check did not produce a result</p><pre><code>{body}</code></pre></div>")
-    path = Path(ctx.results.__self__.root) / res.check if hasattr(ctx.results, "__self__") else Path(res.check)
+    path = (ctx.root or Path(".")) / res.check
     source = path.read_text(encoding="utf-8") if path.is_file() else ""
     output = (f'<pre class="nb-output"><code>{html.escape(res.stdout.rstrip())}</code></pre>'
               f"{_stamp_html(res)}")
-    return str(base_format(language="python", run=lambda *a, **k: output, code=source, md=md, html=True,
-                           source="tabbed-right", tabs=(f"Source · {res.check}", "Output"),
-                           update_toc=False))
+    cached = _fence_cache(ctx, source, output)
+    if cached is not None and cached.is_file():
+        return cached.read_text(encoding="utf-8")
+    rendered = str(base_format(language="python", run=lambda *a, **k: output, code=source, md=md, html=True,
+                               source="tabbed-right", tabs=(f"Source · {res.check}", "Output"),
+                               update_toc=False))
+    if cached is not None:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(rendered, encoding="utf-8")
+        tmp.replace(cached)
+    return rendered
+
+
+def _fence_cache(ctx: PageContext, source: str, output: str) -> Path | None:
+    """Where the rendered fence for this source and output lives (highlighting a check costs ~50 ms)."""
+    if ctx.html_cache is None:
+        return None
+    h = hashlib.sha256("\0".join(["fence-1", ctx.render_key, source, output]).encode("utf-8")).hexdigest()
+    return ctx.html_cache / f"{h[:24]}.html"
 
 
 def makeExtension(**kwargs: Any) -> NumbookExtension:  # noqa: N802 (Python-Markdown's API)

@@ -9,6 +9,7 @@ with ``path:line``, so ``mkdocs build --strict`` fails on it.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import time
@@ -24,6 +25,7 @@ from mkdocs.structure.files import File, Files, InclusionLevel
 from mkdocs.structure.nav import Navigation, Section
 from mkdocs.structure.pages import Page
 
+from . import __version__
 from .book import Book, Entry, id_key
 from .diagnostics import log, report, reported
 from .markdown_ext import check_formatter, check_validator, set_page_context
@@ -73,6 +75,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
     # -- configuration -----------------------------------------------------------------------
     def on_config(self, config: MkDocsConfig) -> MkDocsConfig | None:
         reported.clear()
+        cfg_file = Path(config.config_file_path or "")
+        self.render_key = hashlib.sha256(
+            (cfg_file.read_bytes() if cfg_file.is_file() else b"") + __version__.encode()).hexdigest()[:16]
         root = Path(config.config_file_path or ".").resolve().parent
         self.root = root
         self.runner = Runner(root, os.path.relpath(self.config.checks_dir, root),
@@ -166,11 +171,12 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             raw_path = page.file.abs_src_path or ""
             raw = Path(raw_path).read_text(encoding="utf-8") if raw_path else markdown
             path = entry.path if entry is not None else page.file.src_uri
-            set_page_context(PageContext(path, None, self._result, line_offset=raw.count("\n") - markdown.count("\n")))
+            set_page_context(PageContext(path, None, self._result, line_offset=raw.count("\n") - markdown.count("\n"),
+                                         **self._render_args()))
             return markdown
         raw = Path(page.file.abs_src_path or "").read_text(encoding="utf-8")
         ctx = PageContext(entry.path, entry.check, self._result, line_offset=raw.count("\n") - markdown.count("\n"),
-                          check_line=entry.lines.get("check", 1), problem=entry.problem)
+                          check_line=entry.lines.get("check", 1), problem=entry.problem, **self._render_args())
         if entry.problem:
             report(self.book.link_diagnostics(entry))
             head, markdown = self._problem_frame(markdown, entry)
@@ -180,6 +186,12 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             ctx.line_offset -= 2
         set_page_context(ctx)
         return markdown
+
+    def _render_args(self) -> dict[str, Any]:
+        """Where rendered check fences are cached, keyed by the site's configuration."""
+        assert self.runner is not None
+        cache = self.runner.cache_dir / "html" if self.runner.cache_dir is not None else None
+        return {"root": self.root, "html_cache": cache, "render_key": self.render_key}
 
     def _result(self, check: str) -> CheckResult:
         assert self.runner is not None

@@ -146,23 +146,35 @@ def _versions() -> dict[str, str]:
     return out
 
 
+_IMPORTS: dict[tuple[Path, int, int], list[str]] = {}
+
+
+def _imported_names(path: Path) -> list[str]:
+    """Module names a file imports (absolute imports), parsed once per version of the file."""
+    st = path.stat()
+    key = (path, st.st_mtime_ns, st.st_size)
+    if key not in _IMPORTS:
+        names: list[str] = []
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        except SyntaxError:
+            tree = ast.Module(body=[], type_ignores=[])
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names += [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names.append(node.module)
+                names += [f"{node.module}.{a.name}" for a in node.names]
+        _IMPORTS[key] = names
+    return _IMPORTS[key]
+
+
 def _project_imports(path: Path, search: list[Path], seen: set[Path]) -> None:
     """Add to ``seen`` every project file ``path`` imports, transitively."""
     if path in seen or not path.is_file():
         return
     seen.add(path)
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-    except SyntaxError:
-        return
-    names: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            names += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.append(node.module)
-            names += [f"{node.module}.{a.name}" for a in node.names]
-    for name in names:
+    for name in _imported_names(path):
         rel = Path(*name.split("."))
         for base in search:
             for cand in (base / rel.with_suffix(".py"), base / rel / "__init__.py"):

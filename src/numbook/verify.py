@@ -7,10 +7,12 @@ CLI calls it without rendering HTML. It returns the rewritten Markdown and the d
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .claims import Literal, LiteralError, format_value, parse_literal, parse_tolerance
@@ -50,6 +52,9 @@ class PageContext:
     check_line: int = 1                         # line of 'check:' in the front matter
     problem: bool = False                       # apply the Given and section rules
     render: bool = True
+    root: Path | None = None                    # the project root (where check paths are relative to)
+    html_cache: Path | None = None              # where rendered check fences are kept between builds
+    render_key: str = ""                        # a hash of the site configuration the HTML depends on
 
 
 @dataclass
@@ -222,9 +227,10 @@ class _Verifier:
             return ""
         if not self.ctx.render:
             return ""
-        svg = re.sub(r"^<\?xml[^>]*>\s*(<!DOCTYPE[^>]*>\s*)?", "", fig["svg"])
-        svg = re.sub(r"\n\s*", " ", svg)  # one line: Markdown must not see blank lines or indentation in it
-        return (f'<figure class="nb-figure" data-figure="{html.escape(name)}">{svg}'
+        # an <img> with a data URI: the page stays small for the search index, and the SVG needs no file
+        data = base64.b64encode(fig["svg"].encode("utf-8")).decode("ascii")
+        img = f'<img src="data:image/svg+xml;base64,{data}" alt="{html.escape(fig["caption"])}">'
+        return (f'<figure class="nb-figure" data-figure="{html.escape(name)}">{img}'
                 f"<figcaption>{html.escape(fig['caption'])} <span class=\"nb-figure-source\">Drawn by "
                 f"{html.escape(res.check)} for this build.</span></figcaption></figure>")
 

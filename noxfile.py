@@ -70,7 +70,7 @@ def bench(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """ruff on everything, mypy (strict) on the package."""
     _install(session, "[test]")
-    session.run("ruff", "check", "src", "tests", "checks", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "checks", "tools", "noxfile.py")
     session.run("mypy")
 
 

@@ -89,11 +89,11 @@ def lint(root: Path) -> list[Diagnostic]:
 
 
 def _table(results: dict[str, CheckResult], claims: dict[str, int]) -> str:
-    rows = [("check", "status", "time", "source", "device", "claims")]
-    for name in sorted(results):
-        r = results[name]
+    rows = [("check", "status", "time", "cpu", "source", "device", "claims")]
+    for r in sorted({r.check: r for r in results.values()}.values(), key=lambda r: r.check):
         src = "frozen" if r.frozen else ("cache" if r.cached else "ran")
-        rows.append((r.check, r.status, f"{r.elapsed_s:.2f} s", src, r.device, str(claims.get(r.check, 0))))
+        cpu = f"{r.cpu_s:.2f} s" if r.cpu_s is not None else "–"
+        rows.append((r.check, r.status, f"{r.elapsed_s:.2f} s", cpu, src, r.device, str(claims.get(r.check, 0))))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 

@@ -12,7 +12,7 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
+from _memory import peak_alloc
 from torch.utils.checkpoint import checkpoint
 
 from numbook.check import given, sanity, value
@@ -22,19 +22,6 @@ MB, GB = 10**6, 10**9
 
 def row(label, *cells, w=46, cw=14):
     print(f"  {label:<{w}}" + "".join(f"{c:>{cw}}" for c in cells))
-
-
-def peak_alloc(fn):
-    """Run fn under the profiler; return (result, peak bytes allocated during the call)."""
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        out = fn()
-    events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"),
-                    key=lambda e: e.start_ns())
-    cur = peak = 0
-    for e in events:
-        cur += e.nbytes()
-        peak = max(peak, cur)
-    return out, peak
 
 
 B = given("B", 1)

@@ -17,15 +17,12 @@ from pathlib import Path
 
 from .book import Book, Entry
 from .diagnostics import Diagnostic
-from .page import SECTIONS, split_front_matter
-from .verify import CLAIM
+from .page import split_front_matter
+from .verify import CLAIM, fenced, h2, section_faults
 
 __all__ = ["lint_book", "used_checks", "section_diagnostics"]
 
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
 _CHECK_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*check\b[^\n]*?\bpath=\"([^\"]+)\"")
-_H2 = re.compile(r"^##\s+(.*?)\s*(?:\{[^}]*\})?\s*#*\s*$")
-_ORDERED = SECTIONS[:6]
 
 
 def _py(name: str) -> str:
@@ -35,15 +32,8 @@ def _py(name: str) -> str:
 def used_checks(entry: Entry) -> set[str]:
     """Checks a page uses: its ``check:``, ```` ```check path="…" ```` fences, ``[[x|other:name]]`` claims."""
     used = {entry.check} if entry.check else set()
-    fence: str | None = None
-    for line in entry.body.split("\n"):
-        fm = _FENCE.match(line)
-        if fence is not None:
-            if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
-                fence = None
-            continue
-        if fm:
-            fence = fm.group(1)
+    for _, line, code in fenced(entry.body):
+        if code:
             cf = _CHECK_FENCE.match(line)
             if cf:
                 used.add(cf.group(1))
@@ -56,28 +46,9 @@ def used_checks(entry: Entry) -> set[str]:
 
 
 def section_diagnostics(entry: Entry) -> list[Diagnostic]:
-    """Missing or misordered sections of a problem page (the claim processor's exact messages)."""
-    seen: list[str] = []
-    fence: str | None = None
-    for line in entry.body.split("\n"):
-        fm = _FENCE.match(line)
-        if fence is not None:
-            if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
-                fence = None
-            continue
-        if fm:
-            fence = fm.group(1)
-            continue
-        hm = _H2.match(line)
-        if hm:
-            seen.append(hm.group(1).strip())
-    first = entry.offset + 1
-    out = [Diagnostic(entry.path, first, f"missing section '## {want}'") for want in SECTIONS if want not in seen]
-    order = [s for s in seen if s in _ORDERED]
-    if order != sorted(order, key=_ORDERED.index):
-        out.append(Diagnostic(entry.path, first,
-                              "sections out of order: Statement, Given, Find, Strategy, Solution, Answer"))
-    return out
+    """Missing or misordered sections of a problem page (the claim processor's own rule)."""
+    seen = [t for _, line, code in fenced(entry.body) if not code and (t := h2(line)) is not None]
+    return section_faults(entry.path, seen, entry.offset + 1)
 
 
 def _problem_pages(book: Book, problems_dir: str) -> list[Entry]:

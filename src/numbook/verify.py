@@ -10,13 +10,14 @@ from __future__ import annotations
 import base64
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .claims import Literal, LiteralError, format_value, parse_literal, parse_tolerance
 from .diagnostics import Diagnostic
+from .page import SECTIONS
 from .runner import CheckResult
 
 __all__ = ["PageContext", "PageReport", "verify_page", "CLAIM", "failure_message"]
@@ -39,6 +40,7 @@ _IGNORE = [
 ]
 FREE = "free"
 UNBOUND_SECTIONS = ("Given", "Solution", "Answer")
+_ORDERED = SECTIONS[:6]  # Statement, Given, Find, Strategy, Solution, Answer
 
 
 @dataclass
@@ -77,6 +79,37 @@ def failure_message(res: CheckResult, name: str) -> tuple[str, str]:
         return "", ""
     last = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit code {res.returncode}"
     return f"check '{res.check}' raised: {last}", res.traceback_excerpt()
+
+
+def fenced(text: str) -> Iterator[tuple[int, str, bool]]:
+    """Each line of ``text`` with its index and whether it is fenced code (a fence line included)."""
+    fence: str | None = None
+    for idx, line in enumerate(text.split("\n")):
+        fm = _FENCE.match(line)
+        if fence is not None:
+            if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
+                fence = None
+            yield idx, line, True
+        elif fm:
+            fence = fm.group(1)
+            yield idx, line, True
+        else:
+            yield idx, line, False
+
+
+def h2(line: str) -> str | None:
+    """The title of a level-2 heading, or None."""
+    hm = _HEADING.match(line)
+    return hm.group(2).strip() if hm and len(hm.group(1)) == 2 else None
+
+
+def section_faults(path: str, seen: list[str], line: int) -> list[Diagnostic]:
+    """Missing and misordered sections of a problem page, given its H2 titles in order."""
+    out = [Diagnostic(path, line, f"missing section '## {want}'") for want in SECTIONS if want not in seen]
+    order = [n for n in seen if n in _ORDERED]
+    if order != sorted(order, key=_ORDERED.index):
+        out.append(Diagnostic(path, line, "sections out of order: " + ", ".join(_ORDERED)))
+    return out
 
 
 def _math_ranges(line: str, state: str) -> tuple[list[tuple[int, int]], str]:
@@ -249,10 +282,9 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
     v = _Verifier(ctx)
     out: list[str] = []
     section, given_line = "", 0
-    fence: str | None = None
     math_state = ""
     sanity_block: list[tuple[int, str]] = []
-    seen_sections: list[tuple[str, int]] = []
+    seen_sections: list[str] = []
 
     def close_sanity_block() -> None:
         if section == "Check — sanity" and sanity_block and ctx.problem:
@@ -262,23 +294,17 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
                                              "[[sanity:name]] naming a sanity() in the check")
         sanity_block.clear()
 
-    for idx, line in enumerate(text.split("\n")):
+    for idx, line, code in fenced(text):
         lineno = idx + 1 + ctx.line_offset
-        fm = _FENCE.match(line)
-        if fence is not None:
-            if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
-                fence = None
+        if code:
             out.append(line)
             continue
-        if fm:
-            fence = fm.group(1)
-            out.append(line)
-            continue
+        title = h2(line)
         hm = _HEADING.match(line)
-        if hm and len(hm.group(1)) == 2:
+        if title is not None:
             close_sanity_block()
-            section = hm.group(2).strip()
-            seen_sections.append((section, lineno))
+            section = title
+            seen_sections.append(section)
             if section == "Given":
                 given_line = lineno
         if not line.strip():
@@ -310,7 +336,7 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
     close_sanity_block()
 
     if ctx.problem:
-        _check_sections(v, seen_sections, 1 + ctx.line_offset)
+        v.diags += section_faults(ctx.path, seen_sections, 1 + ctx.line_offset)
         res = ctx.results(ctx.check) if ctx.check else None
         if res is not None and res.ok:
             for name in res.inputs:
@@ -319,14 +345,3 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
                             f"input '{name}' of {res.check} is not stated in Given: "
                             f"write it as [[{format_value(res.inputs[name])}|{name}]]")
     return PageReport("\n".join(out), v.diags, v.claims)
-
-
-def _check_sections(v: _Verifier, seen: list[tuple[str, int]], first_line: int) -> None:
-    names = [s for s, _ in seen]
-    for want in ("Statement", "Given", "Find", "Strategy", "Solution", "Answer", "Check — numeric",
-                 "Check — sanity", "Where this breaks", "Variation"):
-        if want not in names:
-            v.error(first_line, f"missing section '## {want}'")
-    order = [n for n in names if n in ("Statement", "Given", "Find", "Strategy", "Solution", "Answer")]
-    if order != sorted(order, key=["Statement", "Given", "Find", "Strategy", "Solution", "Answer"].index):
-        v.error(first_line, "sections out of order: Statement, Given, Find, Strategy, Solution, Answer")

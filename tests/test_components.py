@@ -10,15 +10,20 @@ import markdown
 import pytest
 
 from numbook.components import makeExtension
-from numbook.markdown_ext import page_context
+from numbook.markdown_ext import NumbookExtension
 from numbook.runner import CheckResult
 from numbook.verify import PageContext
 
 EXTENSIONS = ["numbook", "numbook.components", "pymdownx.superfences", "attr_list", "md_in_html"]
 
 
+PAGE: list[PageContext] = []
+
+
 def render(src: str) -> str:
-    md = markdown.Markdown(extensions=EXTENSIONS)
+    """Convert a lesson snippet; inside ``checked_page`` the page has a check."""
+    extensions: list[object] = [NumbookExtension(context=PAGE[-1]) if PAGE else "numbook", *EXTENSIONS[1:]]
+    md = markdown.Markdown(extensions=extensions)
     return md.convert(textwrap.dedent(src).strip("\n"))
 
 
@@ -30,8 +35,11 @@ def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 def checked_page() -> Iterator[None]:
     """A page whose check recorded z = (8, 5) and n = 40."""
     res = CheckResult("checks/l_test.py", "ok", values={"z": [8, 5], "n": 40})
-    with page_context(PageContext("lessons/x.md", "l_test.py", lambda name: res, line_offset=4)):
+    PAGE.append(PageContext("lessons/x.md", "l_test.py", lambda name: res, line_offset=4))
+    try:
         yield
+    finally:
+        PAGE.pop()
 
 
 def test_extension_loads_by_its_dotted_name() -> None:
@@ -150,8 +158,9 @@ def test_a_claimed_key_passes_and_its_tooltip_waits_for_the_answer(
         ///
     """)
     assert warnings(caplog) == []
-    assert '<span class="nb-quiz__text"><span class="nb-claim" data-nb-title="z = (8, 5) · checks/l_test.py ' \
-        '(exact shape)" data-claim="z">(8, 5)</span></span>' in html
+    assert ('<span class="nb-quiz__text"><span class="nb-claim" data-claim="z" data-check="checks/l_test.py" '
+            'data-value="(8, 5)" data-device="" data-date="" tabindex="0" data-nb-title="z = (8, 5) · computed by '
+            'checks/l_test.py · compared exact shape · (ran for this build)">(8, 5)</span></span>') in html
     assert ' title="' not in html
 
 

@@ -9,7 +9,7 @@ import markdown
 import pytest
 from markdown.extensions.toc import TocExtension
 
-from numbook.markdown_ext import NumbookExtension, page_context
+from numbook.markdown_ext import NumbookExtension
 from numbook.runner import CheckResult
 from numbook.verify import PageContext, verify_page
 
@@ -24,14 +24,13 @@ RESULT = CheckResult(
 
 def ctx(problem: bool = False, result: CheckResult = RESULT, offset: int = 0) -> PageContext:
     return PageContext("problems/X.md", "demo.py", lambda name: result, line_offset=offset, check_line=4,
-                       problem=problem)
+                       problem=problem, scan_numbers=problem)
 
 
 def render(text: str, context: PageContext, *extra: object) -> str:
-    md = markdown.Markdown(extensions=[NumbookExtension(), "tables", "pymdownx.arithmatex", *extra],
+    md = markdown.Markdown(extensions=[NumbookExtension(context=context), "tables", "pymdownx.arithmatex", *extra],
                            extension_configs={"pymdownx.arithmatex": {"generic": True}})
-    with page_context(context):
-        return md.convert(text)
+    return md.convert(text)
 
 
 def messages(text: str, context: PageContext) -> list[str]:
@@ -41,8 +40,9 @@ def messages(text: str, context: PageContext) -> list[str]:
 def test_claim_renders_as_the_plain_number_with_provenance() -> None:
     html = render("Memory is [[262.1|fp32_mb]] MB.", ctx())
     assert html == (
-        '<p>Memory is <span class="nb-claim" title="fp32_mb = 262.144 · checks/demo.py (to 1 decimal place(s))" '
-        'data-claim="fp32_mb">262.1</span> MB.</p>'
+        '<p>Memory is <span class="nb-claim" data-claim="fp32_mb" data-check="checks/demo.py" data-value="262.144" '
+        'data-device="" data-date="" title="fp32_mb = 262.144 MB · computed by checks/demo.py · compared to 1 '
+        'decimal place(s) · (ran for this build)" tabindex="0">262.1</span> MB.</p>'
     )
 
 
@@ -81,8 +81,8 @@ def test_a_wrong_digit_is_an_error_naming_path_line_claim_written_and_computed(
         ("[[3|nope]]", "problems/X.md:1: claim 'nope' names a value checks/demo.py does not record "
                        "(it records: B, T, fp32_mb, numel, ratio, shape)"),
         ("[[about 3|numel]]", "problems/X.md:1: claim '[[about 3|numel]]': 'about 3' is not a literal this book "
-                              "can test (a number, a percentage, scientific notation, a number word, a shape "
-                              "or a bound)"),
+                              "can test (a number, a percentage, scientific notation, a number word, a shape, "
+                              "a vector or a bound)"),
         ("ok [[sanity:nope]]", "problems/X.md:1: sanity marker 'nope' names no assertion in checks/demo.py "
                                "(it asserts: half)"),
         ("[[17.7%|ratio]]", "problems/X.md:1: claim 'ratio' reads 17.7%, checks/demo.py computed 0.17634 "

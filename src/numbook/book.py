@@ -37,6 +37,7 @@ class Entry:
     lines: dict[str, int]             # front matter key -> line
     offset: int
     body: str
+    failed: bool = False              # its front matter did not validate (that is its one fault)
 
     @property
     def check(self) -> str | None:
@@ -51,6 +52,11 @@ class Entry:
         """The front matter of a problem page (only for entries of ``Book.problems``)."""
         assert isinstance(self.meta, ProblemMeta), self.path
         return self.meta
+
+    @property
+    def scan_numbers(self) -> bool:
+        """Every number typed on this page must be bound, an identifier, or marked free."""
+        return self.meta is not None and self.check is not None
 
     @property
     def title(self) -> str:
@@ -78,7 +84,7 @@ class Book:
         meta, errors = read_meta(fm, path)
         self.diagnostics += errors
         assert meta is None or isinstance(meta, ProblemMeta | ChapterMeta | PageMeta)
-        entry = Entry(uri, path, meta, fm.lines, fm.offset, fm.body)
+        entry = Entry(uri, path, meta, fm.lines, fm.offset, fm.body, failed=bool(errors))
         self.entries[uri] = entry
         if isinstance(meta, ProblemMeta):
             if meta.id in self.problems:

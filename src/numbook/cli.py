@@ -70,9 +70,11 @@ def verify_book(root: Path, *, cache: bool = True, jobs: int = 0) -> tuple[list[
         return results[name]
 
     for entry in book.entries.values():  # pages without a check too: a claim there is an error
-        diags += book.link_diagnostics(entry)
+        if entry.failed:
+            continue  # its front matter failed: that one fault, not one per claim below it
         ctx = PageContext(entry.path, entry.check, result, line_offset=entry.offset, root=root,
-                          check_line=entry.lines.get("check", 1), problem=entry.problem, render=False)
+                          first_line=entry.offset + 1, check_line=entry.lines.get("check", 1),
+                          problem=entry.problem, scan_numbers=entry.scan_numbers)
         rep = verify_page(entry.body, ctx)
         diags += rep.diagnostics
         for check, n in rep.claims.items():

@@ -18,36 +18,34 @@ from pathlib import Path
 from .book import Book, Entry
 from .diagnostics import Diagnostic
 from .page import split_front_matter
-from .verify import CLAIM, fenced, h2, section_faults
+from .structure import check_file_name, code_spans, h2, walk
+from .verify import CLAIM, section_faults
 
 __all__ = ["lint_book", "used_checks", "section_diagnostics"]
 
 _CHECK_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*check\b[^\n]*?\bpath=\"([^\"]+)\"")
 
 
-def _py(name: str) -> str:
-    return name if name.endswith(".py") else name + ".py"
-
-
 def used_checks(entry: Entry) -> set[str]:
     """Checks a page uses: its ``check:``, ```` ```check path="…" ```` fences, ``[[x|other:name]]`` claims."""
     used = {entry.check} if entry.check else set()
-    for _, line, code in fenced(entry.body):
-        if code:
-            cf = _CHECK_FENCE.match(line)
+    for ln in walk(entry.body):
+        if ln.code:
+            cf = _CHECK_FENCE.match(ln.text)
             if cf:
                 used.add(cf.group(1))
             continue
-        for m in CLAIM.finditer(re.sub(r"(`+).+?\1", " ", line)):
+        spans = code_spans(ln.text)
+        for m in CLAIM.finditer(ln.text):
             ref = (m.group("ref") or "").partition("±")[0].strip()
-            if ":" in ref:
-                used.add(_py(ref.split(":", 1)[0].strip()))
+            if ":" in ref and not any(a <= m.start() < b for a, b in spans):
+                used.add(check_file_name(ref.split(":", 1)[0]))
     return used
 
 
 def section_diagnostics(entry: Entry) -> list[Diagnostic]:
     """Missing or misordered sections of a problem page (the claim processor's own rule)."""
-    seen = [t for _, line, code in fenced(entry.body) if not code and (t := h2(line)) is not None]
+    seen = [t for ln in walk(entry.body) if not ln.code and (t := h2(ln.text)) is not None]
     return section_faults(entry.path, seen, entry.offset + 1)
 
 

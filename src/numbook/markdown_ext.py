@@ -7,20 +7,22 @@
             - {name: check, class: check, validator: !!python/name:numbook.markdown_ext.check_validator,
                format: !!python/name:numbook.markdown_ext.check_formatter}
 
-The MkDocs plugin adds the ``check`` fence itself and tells the extension, page by page,
-which file it is rendering (``page_context``). Without the plugin, the extension's own
-config names the page, its check and the project root.
+The MkDocs plugin adds the ``check`` fence itself and hands the extension a ``session``
+(``numbook.session``) holding each page's context. Without the plugin, the extension's
+own config names the page, its check and the project root, or a ``context`` object is
+passed directly.
+
+The flow is one way: the claim preprocessor calls the verifier (``numbook.verify``), which
+returns records and diagnostics; the diagnostics go to the session's reporter, and the
+records are rendered (``numbook.render``) as stashed elements, so later stages (the quiz key
+rule in ``numbook.components.keys``) read records, never HTML.
 """
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
-import html
 import os
 import xml.etree.ElementTree as etree
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -30,58 +32,40 @@ from markdown.preprocessors import Preprocessor
 from markdown.treeprocessors import Treeprocessor
 from markdown_exec import base_format
 
-from .diagnostics import log, report
+from .diagnostics import Diagnostic
+from .render import element, rewrite, tex, to_html
 from .runner import CheckResult, Runner
-from .verify import PageContext, PageReport, failure_message, verify_page
+from .session import Session
+from .verify import PageContext, PageReport, Record, failure_message, verify_page
 
-__all__ = ["NumbookExtension", "page_context", "current_page", "check_formatter", "check_validator", "makeExtension"]
-
-_current: contextvars.ContextVar[PageContext | None] = contextvars.ContextVar("numbook_page", default=None)
-_runners: dict[tuple[str, str, str], Runner] = {}
-
-
-@contextmanager
-def page_context(ctx: PageContext) -> Iterator[None]:
-    """Tell the extension which page the next conversions belong to."""
-    token = _current.set(ctx)
-    try:
-        yield
-    finally:
-        _current.reset(token)
-
-
-def current_page() -> PageContext | None:
-    """The page being rendered, as the plugin (or ``page_context``) set it; None outside a page."""
-    return _current.get()
-
-
-def set_page_context(ctx: PageContext | None) -> None:
-    """Set (or clear) the page context without a ``with`` block (for plugin hooks)."""
-    _current.set(ctx)
-
-
-def _runner(root: str, checks: str, cache: str) -> Runner:
-    key = (str(Path(root).resolve()), checks, cache)
-    if key not in _runners:
-        _runners[key] = Runner(Path(root), checks, cache or None)
-    return _runners[key]
+__all__ = ["NumbookExtension", "check_formatter", "check_validator", "makeExtension", "extension_of", "report"]
 
 
 class ClaimPreprocessor(Preprocessor):
-    """Binds, verifies and renders claims on the raw lines of the page."""
+    """Verifies the claims on the raw lines of the page, then renders the records."""
 
     def __init__(self, md: Markdown, ext: NumbookExtension) -> None:
         super().__init__(md)
         self.ext = ext
 
     def run(self, lines: list[str]) -> list[str]:
-        ctx = self.ext.context()
+        ctx = self.ext.context(self.md)
         if ctx is None or getattr(self.md, "_original_md", None) is not None:
             return lines  # no page, or markdown-exec's inner conversion of already rendered text
         rep = verify_page("\n".join(lines), ctx)
-        report(rep.diagnostics)
+        self.ext.session.reporter.report(rep.diagnostics)
         self.ext.last_report = rep
-        return rep.text.split("\n")
+        return rewrite(rep.text, rep.records, self.emit).split("\n")
+
+    def emit(self, rec: Record) -> str:
+        if rec.math:
+            return tex(rec)
+        el = element(rec)
+        if el is None:
+            return ""
+        placeholder = self.md.htmlStash.store(to_html(el))
+        self.ext.stashed[len(self.md.htmlStash.rawHtmlBlocks) - 1] = rec
+        return placeholder
 
 
 REVEAL = {"Solution": "Show the solution", "Answer": "Show the answer"}
@@ -95,7 +79,7 @@ class RevealTreeprocessor(Treeprocessor):
         self.ext = ext
 
     def run(self, root: etree.Element) -> None:
-        ctx = self.ext.context()
+        ctx = self.ext.context(self.md)
         if ctx is None or not ctx.problem or getattr(self.md, "_original_md", None) is not None:
             return
         children = list(root)
@@ -123,11 +107,13 @@ class RevealTreeprocessor(Treeprocessor):
 
 
 class NumbookExtension(Extension):
-    """Claims and check fences. Config applies only where no MkDocs plugin sets the page."""
+    """Claims and check fences. The page comes from the plugin's session, a ``context``, or the config."""
 
     def __init__(self, **kwargs: Any) -> None:
         self.config = {
-            "root": [".", "Project root (the folder holding checks/)."],
+            "session": ["", "The build's numbook.session.Session (set by the MkDocs plugin)."],
+            "context": ["", "A numbook.verify.PageContext for the page being converted (programmatic use)."],
+            "root": [".", "Project root (the folder holding checks/), when no plugin sets the page."],
             "checks_dir": ["checks", "Folder of the check scripts, relative to the root."],
             "cache_dir": [".cache/numbook", "Result cache, relative to the root ('' for none)."],
             "page_path": ["", "The page's path, for messages (no plugin)."],
@@ -137,22 +123,51 @@ class NumbookExtension(Extension):
         }
         super().__init__(**kwargs)
         self.last_report: PageReport | None = None
+        self.stashed: dict[int, Record] = {}
+        session = self.getConfig("session")
+        self.session: Session = session if isinstance(session, Session) else Session()
+        if not isinstance(session, Session):
+            self.session.default = self._configured_context()
 
-    def context(self) -> PageContext | None:
-        ctx = _current.get()
-        if ctx is not None:
-            return ctx
+    def _configured_context(self) -> PageContext | None:
+        given = self.getConfig("context")
+        if isinstance(given, PageContext):
+            return given
         cfg = self.getConfigs()
         if not cfg["page_path"]:
             return None
-        runner = _runner(cfg["root"], cfg["checks_dir"], cfg["cache_dir"])
+        runner = Runner(Path(cfg["root"]), cfg["checks_dir"], cfg["cache_dir"] or None)
+        problem = bool(cfg["problem"])
         return PageContext(cfg["page_path"], cfg["check"] or None, runner.result, root=runner.root,
-                           line_offset=int(cfg["line_offset"]), problem=bool(cfg["problem"]))
+                           line_offset=int(cfg["line_offset"]), problem=problem, scan_numbers=problem)
+
+    def context(self, md: Markdown) -> PageContext | None:
+        return self.session.context(md)
 
     def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 (Python-Markdown's API)
         md.registerExtension(self)
-        md.preprocessors.register(ClaimPreprocessor(md, self), "numbook_claims", 40)
+        md.preprocessors.register(ClaimPreprocessor(md, self), "numbook_claims", 29)  # after normalize_whitespace (30) strips STX/ETX
         md.treeprocessors.register(RevealTreeprocessor(md, self), "numbook_reveal", 1)
+
+    def reset(self) -> None:
+        self.stashed = {}
+
+
+def extension_of(md: Markdown) -> NumbookExtension | None:
+    """The numbook extension registered on ``md``, if any."""
+    return next((e for e in md.registeredExtensions if isinstance(e, NumbookExtension)), None)
+
+
+def report(md: Markdown, line: int | None, message: str) -> None:
+    """Report a fault found while converting ``md`` as ``path:line: message``, on the build's one road.
+
+    ``line`` counts from the first line of the converted text; the page's front matter is added.
+    """
+    ext = extension_of(md)
+    session = ext.session if ext is not None else Session()
+    path = session.path_of(md)
+    shown = line + session.offset_of(md) if line is not None else 0
+    session.reporter.report([Diagnostic(path, shown, message)])
 
 
 def check_validator(language: str, inputs: dict[str, str], options: dict[str, Any], attrs: dict[str, Any],
@@ -166,38 +181,51 @@ _FROZEN_TITLE = ("Measured on the GPU named here, with that driver and those ver
                  "check source with that hash. This build has no usable GPU and did not run the check.")
 
 
-def _stamp_html(res: CheckResult) -> str:
-    label = "Frozen GPU result" if res.frozen else "Executed"
+def _stamp(res: CheckResult) -> etree.Element:
+    p = etree.Element("p", {"class": "nb-stamp nb-stamp-frozen" if res.frozen else "nb-stamp"})
     if res.frozen:  # measured on a GPU by an earlier run and committed: never shown as this build's run
-        return (f'<p class="nb-stamp nb-stamp-frozen" title="{_FROZEN_TITLE}"><span class="nb-stamp-label">'
-                f"{label}</span> {html.escape(res.stamp())}</p>")
-    return (f'<p class="nb-stamp"><span class="nb-stamp-label">{label}</span> '
-            f"{html.escape(res.stamp())}</p>")
+        p.set("title", _FROZEN_TITLE)
+    label = etree.SubElement(p, "span", {"class": "nb-stamp-label"})
+    label.text = "Frozen GPU result" if res.frozen else "Executed"
+    label.tail = " " + res.stamp()
+    return p
+
+
+def _output(res: CheckResult) -> str:
+    pre = etree.Element("pre", {"class": "nb-output"})
+    code = etree.SubElement(pre, "code")
+    code.text = res.stdout.rstrip()
+    return to_html(pre) + to_html(_stamp(res))
+
+
+def _failed(text: str) -> str:
+    div = etree.Element("div", {"class": "admonition failure nb-check-failed"})
+    title = etree.SubElement(div, "p", {"class": "admonition-title"})
+    title.text = "The check did not produce a result"
+    code = etree.SubElement(etree.SubElement(div, "pre"), "code")
+    code.text = text
+    return to_html(div)
 
 
 def check_formatter(src: str, language: str, css_class: str, options: dict[str, Any], md: Markdown,
                     **kwargs: Any) -> str:
     """Show a check's source and the output it printed for this build, with its stamp."""
-    ctx = _current.get()
-    ext = next((e for e in md.registeredExtensions if isinstance(e, NumbookExtension)), None)
-    if ctx is None and ext is not None:
-        ctx = ext.context()
+    ext = extension_of(md)
+    ctx = ext.context(md) if ext is not None else None
     name = options.get("path") or (ctx.check if ctx else None)
-    where = f"{ctx.path}:{ctx.check_line}" if ctx else "<page>"
     if ctx is None or not name:
-        log.warning(f"{where}: a ```check fence on a page with no check: add 'check:' to the front matter")
-        return '<div class="admonition failure"><p>No check for this page.</p></div>'
+        if ext is not None:
+            report(md, None, "a ```check fence on a page with no check: add 'check:' to the front matter")
+        return _failed("No check for this page.")
     res = ctx.results(name)
     if not res.ok:
         msg, _ = failure_message(res, name)
-        body = html.escape(res.stderr.strip() or msg)
-        return (f'<div class="admonition failure nb-check-failed"><p class="admonition-title">'
-                f"The check did not produce a result</p><pre><code>{body}</code></pre></div>")
+        return _failed(res.stderr.strip() or msg)
     path = (ctx.root or Path(".")) / res.check
     source = path.read_text(encoding="utf-8") if path.is_file() else ""
-    output = (f'<pre class="nb-output"><code>{html.escape(res.stdout.rstrip())}</code></pre>'
-              f"{_stamp_html(res)}")
-    cached = _fence_cache(ctx, source, output)
+    output = _output(res)
+    assert ext is not None
+    cached = _fence_cache(ext.session, source, output)
     if cached is not None and cached.is_file():
         return cached.read_text(encoding="utf-8")
     rendered = str(base_format(language="python", run=lambda *a, **k: output, code=source, md=md, html=True,
@@ -211,12 +239,12 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
     return rendered
 
 
-def _fence_cache(ctx: PageContext, source: str, output: str) -> Path | None:
+def _fence_cache(session: Session, source: str, output: str) -> Path | None:
     """Where the rendered fence for this source and output lives (highlighting a check costs ~50 ms)."""
-    if ctx.html_cache is None:
+    if session.html_cache is None:
         return None
-    h = hashlib.sha256("\0".join(["fence-1", ctx.render_key, source, output]).encode("utf-8")).hexdigest()
-    return ctx.html_cache / f"{h[:24]}.html"
+    h = hashlib.sha256("\0".join(["fence-2", session.render_key, source, output]).encode("utf-8")).hexdigest()
+    return session.html_cache / f"{h[:24]}.html"
 
 
 def makeExtension(**kwargs: Any) -> NumbookExtension:  # noqa: N802 (Python-Markdown's API)

@@ -11,6 +11,7 @@ from mkdocs.config import base
 from mkdocs.config import config_options as c
 
 from .diagnostics import Diagnostic
+from .structure import FRONT_MATTER
 
 __all__ = ["PageMeta", "ProblemMeta", "split_front_matter", "read_meta", "PROBLEM_ID", "SECTIONS"]
 
@@ -18,7 +19,7 @@ PROBLEM_ID = re.compile(r"^(?P<part>[IVX]+)\.(?P<chapter>\d+)\.(?P<series>[A-Z])
 CHAPTER_ID = re.compile(r"^[IVX]+\.\d+$")
 SECTIONS = ("Statement", "Given", "Find", "Strategy", "Solution", "Answer", "Check — numeric",
             "Check — sanity", "Where this breaks", "Variation")
-_FM = re.compile(r"\A---[ \t]*\n(.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+_ROUNDING = re.compile(r"decimal place|significant fig|rounded", re.IGNORECASE)
 MATERIAL_KEYS = {"title", "description", "hide", "icon", "status", "template", "search", "tags",
                  "subtitle", "comments"}
 
@@ -36,8 +37,10 @@ class ProblemMeta(base.Config):
     """IDs of the problems this one builds on; each must exist."""
     tags = c.ListOfItems(c.Type(str), default=[])
     """Topic tags."""
-    precision = c.Optional(c.Type(str))
-    """How the answers are rounded, in words (shown under the title)."""
+    conventions = c.Optional(c.Type(str))
+    """Unit conventions a reader could read another way (MB = 10^6 bytes), shown under the title.
+
+    No rounding rules: each claim is verified at the precision it is written with."""
     description = c.Optional(c.Type(str))
     """A one-line summary for search and the chapter index."""
 
@@ -81,7 +84,7 @@ class FrontMatter:
 
 def split_front_matter(raw: str, path: str) -> FrontMatter:
     """Split YAML front matter from the body; a malformed block is a diagnostic, not a silent {}."""
-    m = _FM.match(raw)
+    m = FRONT_MATTER.match(raw)
     if not m:
         return FrontMatter({}, raw, 0)
     block = m.group(1) or ""
@@ -119,6 +122,10 @@ def read_meta(fm: FrontMatter, path: str) -> tuple[base.Config | None, list[Diag
         schema = PageMeta()
     else:
         return None, []
+    if "precision" in data:
+        return None, [Diagnostic(path, fm.lines.get("precision", 1),
+                                 "front matter 'precision' is gone: each claim is verified at the precision it is "
+                                 "written with; state unit conventions (MB = 10^6 bytes) in 'conventions:'")]
     extra = {k: data.pop(k) for k in list(data) if k in MATERIAL_KEYS and k not in schema}
     schema.load_dict(data)
     failed, warnings = schema.validate()
@@ -130,6 +137,10 @@ def read_meta(fm: FrontMatter, path: str) -> tuple[base.Config | None, list[Diag
     if isinstance(schema, ProblemMeta) and not failed and not PROBLEM_ID.match(schema.id):
         diags.append(Diagnostic(path, fm.lines.get("id", 1),
                                 f"front matter 'id': '{schema.id}' is not a problem ID like I.4.B07"))
+    if isinstance(schema, ProblemMeta) and not failed and schema.conventions and _ROUNDING.search(schema.conventions):
+        diags.append(Diagnostic(path, fm.lines.get("conventions", 1),
+                                "front matter 'conventions' states a rounding rule, which nothing enforces: each "
+                                "claim is verified at the precision it is written with; keep unit conventions only"))
     if isinstance(schema, ChapterMeta) and not failed and not CHAPTER_ID.match(schema.chapter):
         diags.append(Diagnostic(path, fm.lines.get("chapter", 1),
                                 f"front matter 'chapter': '{schema.chapter}' is not a chapter ID like I.4"))

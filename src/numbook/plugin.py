@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import time
+import xml.etree.ElementTree as etree
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,14 @@ from mkdocs.structure.pages import Page
 
 from . import __version__
 from .book import Book, Entry, id_key
-from .diagnostics import log, report, reported
-from .markdown_ext import check_formatter, check_validator, set_page_context
+from .diagnostics import Diagnostic, Reporter, log
+from .lint import lint_book
+from .markdown_ext import check_formatter, check_validator
 from .page import ChapterMeta
+from .render import to_html
 from .runner import CheckResult, Runner
 from .runreport import report_markdown
+from .session import Session
 from .verify import PageContext
 
 __all__ = ["NumbookPlugin", "NumbookConfig"]
@@ -71,10 +75,16 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         self.results: dict[str, CheckResult] = {}
         self.claims: dict[str, int] = {}
         self.timings: dict[str, float] = {}
+        self.serving = False
+        self.session = Session()
 
     # -- configuration -----------------------------------------------------------------------
+    def on_startup(self, *, command: str, dirty: bool) -> None:
+        self.serving = command == "serve"
+
     def on_config(self, config: MkDocsConfig) -> MkDocsConfig | None:
-        reported.clear()
+        # serve shows a page's faults on the page and keeps serving; a build fails on them
+        reporter = Reporter(level=logging.INFO if self.serving else logging.WARNING)
         cfg_file = Path(config.config_file_path or "")
         self.render_key = hashlib.sha256(
             (cfg_file.read_bytes() if cfg_file.is_file() else b"") + __version__.encode()).hexdigest()[:16]
@@ -85,6 +95,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
                              self.config.execute)
         if "numbook" not in config.markdown_extensions:
             raise PluginError("the numbook plugin needs the 'numbook' Markdown extension in markdown_extensions")
+        cache = self.runner.cache_dir / "html" if self.runner.cache_dir is not None else None
+        self.session = Session(reporter, html_cache=cache, render_key=self.render_key)
+        config.mdx_configs.setdefault("numbook", {})["session"] = self.session
         if "pymdownx.superfences" not in config.markdown_extensions:
             config.markdown_extensions.append("pymdownx.superfences")
         fences = config.mdx_configs.setdefault("pymdownx.superfences", {}).setdefault("custom_fences", [])
@@ -105,8 +118,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         for f in files.documentation_pages():
             if f.abs_src_path:
                 self.book.add(f.src_uri, Path(f.abs_src_path))
-        report(self.book.diagnostics)
         assert self.runner is not None
+        # every structural fault numbook verify finds fails the build too: one rule set, lint's
+        self.session.reporter.report(lint_book(self.book, self.runner.checks_dir, problems.name))
         self.results = self.runner.run_many(self.book.checks())
         self.timings["checks_s"] = time.perf_counter() - started
         if self.config.report and files.get_file_from_path(self.config.report) is None:
@@ -161,37 +175,24 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
 
     # -- pages -------------------------------------------------------------------------------
     def on_page_markdown(self, markdown: str, *, page: Page, config: MkDocsConfig, files: Files) -> str | None:
+        uri = page.file.src_uri
         if page is self._report_page(files):
-            set_page_context(None)
             page.meta["hide"] = ["toc"]  # a wide table: give it the room of the table of contents
-            return report_markdown(self.book, self.results, self._result, page.file.src_uri)
-        entry = self.book.entries.get(page.file.src_uri)
-        if entry is None or entry.meta is None:
-            # no check: still verified, so that a claim on a page without one is an error, not raw text
-            raw_path = page.file.abs_src_path or ""
-            raw = Path(raw_path).read_text(encoding="utf-8") if raw_path else markdown
-            path = entry.path if entry is not None else page.file.src_uri
-            set_page_context(PageContext(path, None, self._result, line_offset=raw.count("\n") - markdown.count("\n"),
-                                         **self._render_args()))
-            return markdown
-        raw = Path(page.file.abs_src_path or "").read_text(encoding="utf-8")
-        ctx = PageContext(entry.path, entry.check, self._result, line_offset=raw.count("\n") - markdown.count("\n"),
-                          check_line=entry.lines.get("check", 1), problem=entry.problem, **self._render_args())
+            return report_markdown(self.book, self.results, self._result, uri)
+        entry = self.book.entries.get(uri)
+        if entry is None or entry.failed:
+            return markdown  # a page whose front matter failed: that one fault, not one per claim below it
+        ctx = PageContext(entry.path, entry.check, self._result, line_offset=entry.offset,
+                          first_line=entry.offset + 1, check_line=entry.lines.get("check", 1),
+                          problem=entry.problem, scan_numbers=entry.scan_numbers, root=self.root)
         if entry.problem:
-            report(self.book.link_diagnostics(entry))
             head, markdown = self._problem_frame(markdown, entry)
             ctx.line_offset -= head  # the lines the frame put before the body
         elif isinstance(entry.meta, ChapterMeta) and not markdown.lstrip().startswith("# "):
             markdown = f"# {entry.meta.chapter} · {entry.meta.title}\n\n{markdown}"
             ctx.line_offset -= 2
-        set_page_context(ctx)
+        self.session.pages[uri] = ctx
         return markdown
-
-    def _render_args(self) -> dict[str, Any]:
-        """Where rendered check fences are cached, keyed by the site's configuration."""
-        assert self.runner is not None
-        cache = self.runner.cache_dir / "html" if self.runner.cache_dir is not None else None
-        return {"root": self.root, "html_cache": cache, "render_key": self.render_key}
 
     def _result(self, check: str) -> CheckResult:
         assert self.runner is not None
@@ -203,8 +204,8 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         """The H1 and precision line before the body, Draws on and Used by after it."""
         meta, book = entry.pmeta, self.book
         head = f"# {meta.id} · {meta.title}\n\n"
-        if meta.precision:
-            head += f'<p class="nb-precision">{meta.precision}</p>\n\n'
+        if meta.conventions:
+            head += to_html(_conventions(meta.conventions)) + "\n\n"
         tail = ["", "## Draws on", ""]
         tail += [f"- [{t} · {book.problems[t].title}]({_rel(entry.uri, book.problems[t].uri)})"
                  for t in meta.draws_on if t in book.problems]
@@ -218,8 +219,11 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         return head.count("\n"), head + markdown + "\n".join(tail) + "\n"
 
     def on_page_content(self, html: str, *, page: Page, config: MkDocsConfig, files: Files) -> str | None:
-        set_page_context(None)
-        return html
+        if not self.serving:
+            return html
+        entry = self.book.entries.get(page.file.src_uri)
+        faults = self.session.reporter.for_path(entry.path) if entry is not None else []
+        return (to_html(_fault_banner(faults)) + html) if faults else html
 
     def on_serve(self, server: Any, *, config: MkDocsConfig, builder: Any) -> Any:
         server.watch(str(self.config.problems_dir))
@@ -227,14 +231,35 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         return server
 
     def on_post_build(self, *, config: MkDocsConfig) -> None:
-        if reported and config.strict and not log.isEnabledFor(logging.WARNING):
+        faults = self.session.reporter.faults
+        if faults and config.strict and not self.serving and not log.isEnabledFor(logging.WARNING):
             # --quiet hides warnings from --strict's counter; a wrong number must still fail the build
-            raise PluginError(f"{len(reported)} faults in checks and claims; the first: {reported[0]}")
+            raise PluginError(f"{len(faults)} faults in checks and claims; the first: {faults[0]}")
         unique = {r.check: r for r in self.results.values()}.values()  # one check may be named two ways
         ran = [r for r in unique if r.ok and not r.cached and not r.frozen]
         cached = sum(r.cached for r in unique)
         log.info(f"numbook: {len(unique)} checks ({len(ran)} ran, {cached} from cache) "
                  f"in {self.timings.get('checks_s', 0):.2f} s")
+
+
+def _conventions(text: str) -> etree.Element:
+    p = etree.Element("p", {"class": "nb-conventions"})
+    p.text = text
+    return p
+
+
+def _fault_banner(faults: list[Diagnostic]) -> etree.Element:
+    """Under ``mkdocs serve``: the faults of this page, on the page, until the next good edit."""
+    div = etree.Element("div", {"class": "admonition failure nb-faults", "role": "alert"})
+    title = etree.SubElement(div, "p", {"class": "admonition-title"})
+    title.text = f"{len(faults)} fault(s) on this page: a build would fail"
+    ul = etree.SubElement(div, "ul")
+    for d in faults:
+        li = etree.SubElement(ul, "li")
+        code = etree.SubElement(li, "code")
+        code.text = f"{d.path}:{d.line}"
+        code.tail = " " + d.message
+    return div
 
 
 def _rel(src: str, dst: str) -> str:

@@ -38,7 +38,7 @@ def count_claims(entries: Iterable[Entry], results: Callable[[str], CheckResult]
         if entry.meta is None:
             continue
         ctx = PageContext(entry.path, entry.check, results, line_offset=entry.offset,
-                          check_line=entry.lines.get("check", 1), problem=entry.problem, render=False)
+                          check_line=entry.lines.get("check", 1), problem=entry.problem)
         counted = verify_page(entry.body, ctx).claims
         if entry.check:
             counted.setdefault(results(entry.check).check, 0)

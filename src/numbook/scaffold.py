@@ -78,7 +78,6 @@ title: {_yaml_str(title)}
 check: {check}
 draws_on: []
 tags: []
-precision: Counts exact.
 ---
 
 ## Statement

@@ -1,46 +1,101 @@
-"""Verify a page: bind each claim to its check's value, test it, and render it.
+"""Verify a page: bind each claim to its check's value and test it. Nothing here writes HTML.
 
 This is the one claim processor of the book. The Markdown extension calls it on the raw
-page text (before any other preprocessor, so line numbers are the file's own); the author
-CLI calls it without rendering HTML. It returns the rewritten Markdown and the diagnostics.
+page text (before any other preprocessor, so line numbers are the file's own) and renders
+the records it returns (``numbook.render``); the author CLI calls it and prints the
+diagnostics. A page is verified into:
+
+- **records**, one per ``[[…]]`` marker: what it is (a claim, a free number, a sanity marker,
+  a figure), where it stands (row and columns in the page text, the file's line), what the
+  reader sees, and for a claim the value, the check, the test and the run's provenance;
+- **diagnostics**, one per fault, each with ``path:line``.
 """
 
 from __future__ import annotations
 
-import base64
-import html
+import enum
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .claims import Literal, LiteralError, format_value, parse_literal, parse_tolerance
+from .claims import DTYPE_DIGITS, ClaimLiteral, LiteralError, format_value, parse_literal, parse_tolerance
 from .diagnostics import Diagnostic
 from .page import SECTIONS
 from .runner import CheckResult
+from .structure import check_file_name, code_spans, heading, inside, math_ranges, walk
+from .units import Unit, name_unit, parse_unit, unit_after
 
-__all__ = ["PageContext", "PageReport", "verify_page", "CLAIM", "failure_message"]
+__all__ = ["PageContext", "PageReport", "Record", "RecordKind", "verify_page", "CLAIM", "failure_message",
+           "section_faults", "unbound_numbers"]
 
 CLAIM = re.compile(
     r"\[\[(?:sanity:(?P<sanity>[A-Za-z_]\w*)|figure:(?P<figure>[A-Za-z_]\w*)"
     r"|(?P<lit>[^\]|]+(?:\][^\]|]*)?)\|(?P<ref>[^\]]+))\]\]"
 )
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*(?:\{[^}]*\})?\s*#*\s*$")
-_FENCE = re.compile(r"^\s*(`{3,}|~{3,})")
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1")
-_NUMBER = re.compile(r"(?<![\w.\\])(?<!\d[,.])\d+(?:(?:\{,\}|,|\.)\d+)*(?![\w])")
-_IGNORE = [
-    re.compile(r"<[^>]+>"),                                  # HTML tags
-    re.compile(r"\]\([^)]*\)"),                              # link targets
-    re.compile(r"\b[IVX]+\.\d+(?:\.[A-Z]\d{2})?\b"),         # problem and chapter IDs
-    re.compile(r"\b(?:Step|step|Lesson|lesson|Part|part|Chapter|chapter)\s+\d+\b"),
-    re.compile(r"^\s*(?:\d+\.|[-*+]|\|)\s"),                 # list markers
-    re.compile(r"\\[A-Za-z]+"),                              # TeX commands
-]
 FREE = "free"
-UNBOUND_SECTIONS = ("Given", "Solution", "Answer")
 _ORDERED = SECTIONS[:6]  # Statement, Given, Find, Strategy, Solution, Answer
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+\.)\s")
+
+# -- numbers that are not quantities ---------------------------------------------------------------
+_NUMBER = re.compile(r"(?<![\w.\\])(?<!\d[,.])\d+(?:(?:\{,\}|,|\.)\d+)*(?![\w])")
+NAMING_WORDS = (
+    "Step", "Lesson", "Part", "Chapter", "Series", "Question", "Option", "Figure", "Table", "Version",
+    "seq", "sequence", "request", "slot", "item", "row", "column", "layer", "head", "problem",
+    "Llama", "GPT", "Qwen", "Gemma", "Mistral", "Python", "CUDA", "PyTorch", "MkDocs", "Material",
+)
+"""A number right after one of these words (any case) names something; it is not a quantity."""
+_IDENTIFIERS = [
+    re.compile(r"<[^>]+>"),                                        # HTML tags
+    re.compile(r"\]\([^)]*\)"),                                    # link targets
+    re.compile(r"\b[IVX]+\.\d+(?:\.[A-Z]\d{2})?\b"),               # problem and chapter IDs: I.4, I.4.B07
+    re.compile(r"\b\d+\.\d+\.\d+\b"),                              # section numbers: 8.1.1
+    re.compile(r"(?i)\b(?:" + "|".join(NAMING_WORDS) + r")\s+\d+(?:\.\d+)*(?:\s+of\s+\d+)?"),  # Step 3, Llama 2
+    re.compile(r"[A-Za-z]-\d+\b"),                                 # UTF-8, GPT-2, top-1
+    re.compile(r"^\s*(?:\d+\.|[-*+]|\|)\s"),                       # list markers
+    re.compile(r"\\[td]?frac\s*(?:\{[^}]*\}|\d)\s*(?:\{[^}]*\}|\d)"),  # \tfrac12, \frac{1}{2}: a formula's own
+    re.compile(r"\\(?:ln|log|exp|sqrt)\s*\{?\d+(?:\.\d+)?\}?"),        # \ln 2: a constant of the formula
+    re.compile(r"\\[A-Za-z]+"),                                    # TeX commands
+    re.compile(r"_(?:\{[^}]*\}|\d+)"),                             # TeX subscripts: x_1, t_{i,2}
+    re.compile(r"\b(?:10|2)\s*\^\s*(?:\{-?\d+\}|-?\d+)"),          # powers that define units: 10^6, 2^{20}
+]
+ZERO_ONE = ("0", "1")
+"""0 and 1 are never reported: rank 0, one scalar, one-hot, "the first" are not quantities to bind."""
+
+
+class RecordKind(enum.StrEnum):
+    CLAIM = "claim"        # a number bound to a check value (verified; ok or not)
+    FREE = "free"          # a number marked free
+    SANITY = "sanity"      # a sanity marker: an assertion that held
+    FIGURE = "figure"      # a figure the check drew
+    UNVERIFIED = "unverified"  # a claim that could not be tested (its fault is a diagnostic)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One ``[[…]]`` marker of a page, verified."""
+
+    kind: RecordKind
+    row: int                 # 0-based line of the verified text
+    start: int               # columns of the marker in that line
+    end: int
+    line: int                # the file's line
+    shown: str = ""          # the text the reader sees
+    math: bool = False       # inside TeX math
+    name: str = ""
+    check: str = ""
+    value: Any = None
+    ok: bool = True
+    test: str = ""           # how the literal was compared, in words
+    unit: str = ""
+    device: str = ""
+    ran_at: str = ""
+    how: str = ""            # ran for this build, from cache, frozen GPU result
+    source_line: int | None = None   # the check's line that recorded it
+    message: str = ""        # a sanity's message
+    caption: str = ""        # a figure's caption and SVG
+    svg: str = ""
 
 
 @dataclass
@@ -50,57 +105,38 @@ class PageContext:
     path: str                                   # shown in messages, e.g. problems/I.4.B07.md
     check: str | None                           # the page's check, relative to checks/
     results: Callable[[str], CheckResult]       # check name -> result (runs or reads cache)
-    line_offset: int = 0                        # lines of front matter before the body
+    line_offset: int = 0                        # lines of the file before the verified text
     check_line: int = 1                         # line of 'check:' in the front matter
+    first_line: int | None = None               # the file's line of the body's first line (section faults)
     problem: bool = False                       # apply the Given and section rules
-    render: bool = True
+    scan_numbers: bool = False                  # report unbound numbers in every section
     root: Path | None = None                    # the project root (where check paths are relative to)
-    html_cache: Path | None = None              # where rendered check fences are kept between builds
-    render_key: str = ""                        # a hash of the site configuration the HTML depends on
 
 
 @dataclass
 class PageReport:
     text: str
+    records: list[Record] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     claims: dict[str, int] = field(default_factory=dict)   # check -> claims verified on this page
 
 
 def failure_message(res: CheckResult, name: str) -> tuple[str, str]:
     """The one-line message and the detail for a check that produced no values."""
-    if res.status == "missing":
+    status = str(res.status)
+    if status == "missing":
         return f"check '{res.check}' does not exist (named by 'check: {name}')", ""
-    if res.status == "timeout":
+    if status == "timeout":
         return (f"check '{res.check}' timed out after {res.timeout_s:g} s "
                 "(raise it with a '# numbook: timeout=SECONDS' line in the check)"), res.traceback_excerpt()
-    if res.status in ("frozen-missing", "frozen-stale", "frozen-invalid"):
+    if status in ("frozen-missing", "frozen-stale", "frozen-invalid"):
         return res.stderr.strip(), ""
-    if res.status == "skipped":
+    if status == "skipped":
         return "", ""
+    if status in ("memory", "out-of-memory"):
+        return res.stderr.strip().splitlines()[-1] if res.stderr.strip() else status, res.traceback_excerpt()
     last = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit code {res.returncode}"
     return f"check '{res.check}' raised: {last}", res.traceback_excerpt()
-
-
-def fenced(text: str) -> Iterator[tuple[int, str, bool]]:
-    """Each line of ``text`` with its index and whether it is fenced code (a fence line included)."""
-    fence: str | None = None
-    for idx, line in enumerate(text.split("\n")):
-        fm = _FENCE.match(line)
-        if fence is not None:
-            if fm and fm.group(1)[0] == fence[0] and len(fm.group(1)) >= len(fence):
-                fence = None
-            yield idx, line, True
-        elif fm:
-            fence = fm.group(1)
-            yield idx, line, True
-        else:
-            yield idx, line, False
-
-
-def h2(line: str) -> str | None:
-    """The title of a level-2 heading, or None."""
-    hm = _HEADING.match(line)
-    return hm.group(2).strip() if hm and len(hm.group(1)) == 2 else None
 
 
 def section_faults(path: str, seen: list[str], line: int) -> list[Diagnostic]:
@@ -112,55 +148,32 @@ def section_faults(path: str, seen: list[str], line: int) -> list[Diagnostic]:
     return out
 
 
-def _math_ranges(line: str, state: str) -> tuple[list[tuple[int, int]], str]:
-    """Character ranges of ``line`` that are TeX math, and the math left open at its end.
-
-    ``state`` is ``""`` (text), ``"$"`` (inline math continued from the line before) or
-    ``"$$"`` (a display block still open). Inline math does not cross a blank line.
-    """
-    ranges: list[tuple[int, int]] = []
-    i, n = 0, len(line)
-    start = 0 if state else -1
-    while i < n:
-        if line.startswith("\\$", i):
-            i += 2
-            continue
-        if line.startswith("$$", i) and state != "$":
-            if state == "$$":
-                ranges.append((start, i))
-                start, state = -1, ""
-            else:
-                start, state = i + 2, "$$"
-            i += 2
-            continue
-        if line[i] == "$" and state != "$$":
-            if state == "$":
-                ranges.append((start, i))
-                start, state = -1, ""
-            else:
-                start, state = i + 1, "$"
-        i += 1
-    if state:
-        ranges.append((start, n))
-    return ranges, state
+def unbound_numbers(text: str) -> list[str]:
+    """The numbers in a line of prose (claims already removed) that are quantities and not bound."""
+    for pat in _IDENTIFIERS:
+        text = pat.sub(" ", text)
+    return [m.group() for m in _NUMBER.finditer(text) if m.group() not in ZERO_ONE]
 
 
-def _inside(pos: int, ranges: list[tuple[int, int]]) -> bool:
-    return any(a <= pos < b for a, b in ranges)
-
-
-def _display(lit: str, math: bool) -> str:
+def display(lit: str, math: bool) -> str:
+    """What the reader sees for a literal: TeX inside math, plain text outside."""
     text = lit.strip()
     if math:
         return re.sub(r"(?<!\\)%", r"\\%", text).replace("×", r"\times ").replace("≥", r"\geq ").replace(
             "≤", r"\leq ")
-    return text.replace("{,}", ",").replace("\\%", "%").replace("\\times", "×").replace("\\,", " ")
+    return text.replace("{,}", ",").replace("\\%", "%").replace("\\times", "×").replace("\\,", "\u2009")
+
+
+def _provenance(res: CheckResult) -> dict[str, str]:
+    how = "frozen GPU result" if res.frozen else ("from cache" if res.cached else "ran for this build")
+    return {"device": res.device, "ran_at": res.ran_at, "how": how}
 
 
 class _Verifier:
     def __init__(self, ctx: PageContext) -> None:
         self.ctx = ctx
         self.diags: list[Diagnostic] = []
+        self.records: list[Record] = []
         self.claims: dict[str, int] = {}
         self.given_claimed: set[str] = set()
         self.failed_checks: set[str] = set()
@@ -172,44 +185,59 @@ class _Verifier:
         if not name:
             return None
         res = self.ctx.results(name)
-        if not res.ok and name not in self.failed_checks:
+        if name in self.failed_checks:
+            return None
+        if not res.ok:
             self.failed_checks.add(name)
             msg, detail = failure_message(res, name)
             if msg:
                 self.error(self.ctx.check_line if name == self.ctx.check else line, msg, detail)
-        return res if res.ok else None
+            return None
+        if not (res.values or res.inputs or res.sanity or res.figures):
+            self.failed_checks.add(name)
+            self.error(self.ctx.check_line if name == self.ctx.check else line,
+                       f"check '{res.check}' ran but recorded nothing: record what the page states with "
+                       "numbook.check.given(), value(), sanity() or figure()")
+            return None
+        return res
 
-    def claim(self, m: re.Match[str], line: int, section: str, math: bool) -> str:
+    def marker(self, m: re.Match[str], row: int, line: int, section: str, math: bool) -> Record:
+        at = {"row": row, "start": m.start(), "end": m.end(), "line": line, "math": math}
         if m.group("sanity"):
-            return self.sanity(m.group("sanity"), line)
+            return self.sanity(m.group("sanity"), at)
         if m.group("figure"):
-            return self.figure(m.group("figure"), line)
+            return self.figure(m.group("figure"), at)
         lit_text, ref = m.group("lit"), m.group("ref").strip()
-        shown = _display(lit_text, math)
+        shown = display(lit_text, math)
         if ref == FREE:
-            return shown
+            return Record(RecordKind.FREE, shown=shown, **at)
+        bad = Record(RecordKind.UNVERIFIED, shown=shown, ok=False, **at)
         name, _, tol_text = ref.partition("±")
         name = name.strip()
         check = self.ctx.check
         if ":" in name:
             stem, name = name.split(":", 1)
-            check = stem if stem.endswith(".py") else stem + ".py"
+            check = check_file_name(stem)
+        if math and re.search(r"\d,\d", lit_text):
+            self.error(line, f"claim '[[{lit_text}|{ref}]]': inside math a comma is read as punctuation and "
+                             f"renders as '{lit_text.replace(',', ', ')}'; write {lit_text.replace(',', '{,}')}")
+            return bad
         try:
             literal = parse_literal(lit_text, parse_tolerance(tol_text) if tol_text.strip() else None)
         except LiteralError as exc:
             self.error(line, f"claim '[[{lit_text}|{ref}]]': {exc}")
-            return shown
+            return bad
         if check is None:
             self.error(line, f"claim '{name}' on a page with no check: add 'check:' to the front matter")
-            return shown
+            return bad
         res = self.result_for(check, line)
         if res is None:
-            return shown
+            return bad
         found, value = res.lookup(name)
         if not found:
             known = ", ".join(sorted([*res.inputs, *res.values])) or "nothing"
             self.error(line, f"claim '{name}' names a value {res.check} does not record (it records: {known})")
-            return shown
+            return bad
         if section == "Given" and self.ctx.problem:
             if name not in res.inputs:
                 self.error(line, f"claim '{name}' in Given binds to a computed value; Given states inputs, "
@@ -219,68 +247,75 @@ class _Verifier:
         if not ok:
             self.error(line, f"claim '{name}' reads {lit_text.strip()}, {res.check} computed "
                              f"{format_value(value)} (compared {literal.describe()})")
+        unit = self.unit(res, name, value, literal, m, line, ok)
+        self.precision(res, name, literal, line)
         self.claims[res.check] = self.claims.get(res.check, 0) + 1
-        return self.render(shown, name, value, res, literal, ok, math)
+        return Record(RecordKind.CLAIM, shown=shown, name=name, check=res.check, value=value, ok=ok,
+                      test=literal.describe(), unit=unit.symbol if unit else "",
+                      source_line=res.lines.get(name), **_provenance(res), **at)
 
-    def render(self, shown: str, name: str, value: Any, res: CheckResult, literal: Literal, ok: bool,
-               math: bool) -> str:
-        if not self.ctx.render:
-            return shown
-        tip = f"{name} = {format_value(value)} · {res.check}"
-        if math:  # MathJax's \texttip mis-sizes its box in SVG output; a class keeps the number plain
-            return rf"\class{{nb-claim}}{{{shown}}}"
-        cls = "nb-claim" if ok else "nb-claim nb-claim-bad"
-        return (f'<span class="{cls}" title="{html.escape(tip)} ({literal.describe()})" '
-                f'data-claim="{html.escape(name)}">{html.escape(shown, quote=False)}</span>')
+    def unit(self, res: CheckResult, name: str, value: Any, literal: ClaimLiteral, m: re.Match[str],
+             line: int, ok: bool) -> Unit | None:
+        """The value's unit; a different unit written after the claim is an error with both readings."""
+        declared = getattr(res, "units", {}).get(name)
+        unit = parse_unit(declared) if declared else name_unit(name)
+        written = unit_after(m.string[m.end():])
+        if unit is None or written is None or written == unit:
+            return unit
+        reading = ""
+        x = value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        if x is not None and written.dimension == unit.dimension:
+            reading = (f": {format_value(value)} {unit.symbol} = {format_value(unit.convert(float(x), written))} "
+                       f"{written.symbol}")
+        self.error(line, f"claim '{name}' is written in {written.symbol}, but {res.check} computed it in "
+                         f"{unit.symbol}{reading}")
+        return unit
 
-    def sanity(self, name: str, line: int) -> str:
-        res = self.result_for(self.ctx.check, line)
+    def precision(self, res: CheckResult, name: str, literal: ClaimLiteral, line: int) -> None:
+        """A claim may not claim more significant digits than its value's dtype carries."""
+        dtype = getattr(res, "dtypes", {}).get(name)
+        digits = DTYPE_DIGITS.get(str(dtype)) if dtype else None
+        sig = literal.significant
+        if digits is not None and sig is not None and literal.tolerance is None and sig > digits:
+            self.error(line, f"claim '{name}' is written with {sig} significant digits, but {res.check} computed "
+                             f"it in {dtype}, which carries about {digits}: round it")
+
+    def sanity(self, name: str, at: dict[str, Any]) -> Record:
+        res = self.result_for(self.ctx.check, at["line"])
         if res is None:
-            return ""
+            return Record(RecordKind.UNVERIFIED, ok=False, **at)
         entry = res.sanity.get(name)
         if entry is None:
             known = ", ".join(sorted(res.sanity)) or "none"
-            self.error(line, f"sanity marker '{name}' names no assertion in {res.check} (it asserts: {known})")
-            return ""
+            self.error(at["line"], f"sanity marker '{name}' names no assertion in {res.check} (it asserts: {known})")
+            return Record(RecordKind.UNVERIFIED, ok=False, **at)
         self.claims[res.check] = self.claims.get(res.check, 0) + 1
-        where = f"{res.check}, line {res.lines.get(name, '?')}"
-        if not self.ctx.render:
-            return ""
-        return (f'<span class="nb-sanity" role="img" aria-label="assertion {html.escape(name)} held" '
-                f'title="assertion \'{html.escape(name)}\' held when {html.escape(where)} ran">✓</span>')
+        return Record(RecordKind.SANITY, name=name, check=res.check, ok=bool(entry.get("ok", False)),
+                      message=str(entry.get("message", "")), source_line=res.lines.get(name),
+                      **_provenance(res), **at)
 
-    def figure(self, name: str, line: int) -> str:
-        res = self.result_for(self.ctx.check, line)
+    def figure(self, name: str, at: dict[str, Any]) -> Record:
+        res = self.result_for(self.ctx.check, at["line"])
         if res is None:
-            return ""
+            return Record(RecordKind.UNVERIFIED, ok=False, **at)
         fig = res.figures.get(name)
         if fig is None:
             known = ", ".join(sorted(res.figures)) or "none"
-            self.error(line, f"figure '{name}' is not drawn by {res.check} (it draws: {known})")
-            return ""
-        if not self.ctx.render:
-            return ""
-        # an <img> with a data URI: the page stays small for the search index, and the SVG needs no file
-        data = base64.b64encode(fig["svg"].encode("utf-8")).decode("ascii")
-        img = f'<img src="data:image/svg+xml;base64,{data}" alt="{html.escape(fig["caption"])}">'
-        return (f'<figure class="nb-figure" data-figure="{html.escape(name)}">{img}'
-                f"<figcaption>{html.escape(fig['caption'])} <span class=\"nb-figure-source\">Drawn by "
-                f"{html.escape(res.check)} for this build.</span></figcaption></figure>")
+            self.error(at["line"], f"figure '{name}' is not drawn by {res.check} (it draws: {known})")
+            return Record(RecordKind.UNVERIFIED, ok=False, **at)
+        return Record(RecordKind.FIGURE, name=name, check=res.check, caption=str(fig["caption"]),
+                      svg=str(fig["svg"]), **_provenance(res), **at)
 
     def unbound(self, text: str, line: int, section: str) -> None:
-        for pat in _IGNORE:
-            text = pat.sub(" ", text)
-        for m in _NUMBER.finditer(text):
-            if m.group() in ("0", "1"):
-                continue
-            self.error(line, f"unbound number '{m.group()}' in {section}: bind it with "
-                             f"[[{m.group()}|name]] or mark it [[{m.group()}|free]]")
+        where = f" in {section}" if section else ""
+        for number in unbound_numbers(text):
+            self.error(line, f"unbound number '{number}'{where}: bind it with [[{number}|name]] or mark it "
+                             f"[[{number}|free]]")
 
 
 def verify_page(text: str, ctx: PageContext) -> PageReport:
-    """Verify and render every claim of a page body (front matter already removed)."""
+    """Verify every marker of a page body (front matter already removed) into records and diagnostics."""
     v = _Verifier(ctx)
-    out: list[str] = []
     section, given_line = "", 0
     math_state = ""
     sanity_block: list[tuple[int, str]] = []
@@ -294,54 +329,51 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
                                              "[[sanity:name]] naming a sanity() in the check")
         sanity_block.clear()
 
-    for idx, line, code in fenced(text):
-        lineno = idx + 1 + ctx.line_offset
-        if code:
-            out.append(line)
+    for ln in walk(text):
+        line = ln.text
+        lineno = ln.index + 1 + ctx.line_offset
+        if ln.code:
             continue
-        title = h2(line)
-        hm = _HEADING.match(line)
-        if title is not None:
+        head = heading(line)
+        if head is not None and head[0] == 2:
             close_sanity_block()
-            section = title
+            section = head[1]
             seen_sections.append(section)
             if section == "Given":
                 given_line = lineno
         if not line.strip():
             close_sanity_block()
-        elif section == "Check — sanity" and not hm:
-            if re.match(r"^\s*(?:[-*+]|\d+\.)\s", line):
+        elif section == "Check — sanity" and head is None:
+            if _LIST_ITEM.match(line):
                 close_sanity_block()  # each list item is a sentence of its own
             sanity_block.append((lineno, line))
-        spans = [(m.start(), m.end()) for m in _CODE_SPAN.finditer(line)]
+        spans = code_spans(line)
         if not line.strip() and math_state == "$":
             math_state = ""  # an unclosed $ does not run past its paragraph
-        ranges, math_state = _math_ranges(line, math_state)
-        pieces: list[str] = []
+        ranges, math_state = math_ranges(line, math_state)
         plain: list[str] = []
         last = 0
         for m in CLAIM.finditer(line):
-            if _inside(m.start(), spans):
+            if inside(m.start(), spans):
                 continue
-            pieces.append(line[last:m.start()])
-            plain.append(line[last:m.start()])
-            pieces.append(v.claim(m, lineno, section, _inside(m.start(), ranges)))
-            plain.append(" ")
+            plain.append(line[last:m.start()] + " ")
+            v.records.append(v.marker(m, ln.index, lineno, section, inside(m.start(), ranges)))
             last = m.end()
-        pieces.append(line[last:])
         plain.append(line[last:])
-        if ctx.problem and section in UNBOUND_SECTIONS and not hm:
-            v.unbound(_CODE_SPAN.sub(" ", "".join(plain)), lineno, section)
-        out.append("".join(pieces))
+        if ctx.scan_numbers and head is None:
+            prose = "".join(plain)
+            for a, b in reversed(code_spans(prose)):
+                prose = prose[:a] + " " + prose[b:]
+            v.unbound(prose, lineno, section)
     close_sanity_block()
 
     if ctx.problem:
-        v.diags += section_faults(ctx.path, seen_sections, 1 + ctx.line_offset)
+        v.diags += section_faults(ctx.path, seen_sections, ctx.first_line or 1 + ctx.line_offset)
         res = ctx.results(ctx.check) if ctx.check else None
-        if res is not None and res.ok:
+        if res is not None and res.ok and ctx.check not in v.failed_checks:
             for name in res.inputs:
                 if name not in v.given_claimed:
                     v.error(given_line or 1 + ctx.line_offset,
                             f"input '{name}' of {res.check} is not stated in Given: "
                             f"write it as [[{format_value(res.inputs[name])}|{name}]]")
-    return PageReport("\n".join(out), v.diags, v.claims)
+    return PageReport(text, v.records, v.diags, v.claims)

@@ -7,56 +7,51 @@ is right). What it cannot see is the question as a whole, so this module adds tw
 - no wrong option may also be true: a distractor written as a literal must not match the
   value the key is bound to (``(8, 5)`` twice, or ``40`` against a key of ``40``).
 
-It runs after inline processing, when a claim is a stashed ``<span class="nb-claim"
-data-claim=…>``. Outside a page with checks only the first rule applies.
+It runs after inline processing, when a claim is a stashed element. It reads the claim's
+verification record (``NumbookExtension.stashed``), never the HTML the claim renders as.
 """
 
 from __future__ import annotations
 
-import html
 import re
 import xml.etree.ElementTree as etree
-from typing import Any
 
 from markdown import Markdown
 from markdown import util as mutil
 
-from ..claims import LiteralError, parse_literal
-from ._common import current_page
+from ..claims import LiteralError, format_value, parse_literal
+from ..markdown_ext import extension_of
+from ..render import element, to_html
+from ..verify import Record, RecordKind
 
 __all__ = ["check_key", "option_text", "hide_claim_titles"]
 
 _PLACEHOLDER = re.compile(re.escape(mutil.STX) + r"wzxhzdk:(\d+)" + re.escape(mutil.ETX))
-# Inline HTML is stashed tag by tag: the opening tag of a claim is one stash entry.
-_CLAIM = re.compile(r'<span class="nb-claim[^"]*" title="(?P<title>[^"]*)" data-claim="(?P<name>[^"]*)">')
 _TAG = re.compile(r"<[^>]+>")
 
 
-def option_text(md: Markdown, el: etree.Element) -> tuple[str, list[tuple[str, str]]]:
-    """The plain text of a rendered option, and the claims in it as ``(name, check)`` pairs."""
-    claims: list[tuple[str, str]] = []
+def _stashed(md: Markdown, index: int) -> Record | None:
+    ext = extension_of(md)
+    return ext.stashed.get(index) if ext is not None else None
+
+
+def option_text(md: Markdown, el: etree.Element) -> tuple[str, list[Record]]:
+    """The plain text of a rendered option, and the claim records in it."""
+    records: list[Record] = []
 
     def expand(m: re.Match[str]) -> str:
         i = int(m.group(1))
+        rec = _stashed(md, i)
+        if rec is not None:
+            if rec.kind in (RecordKind.CLAIM, RecordKind.UNVERIFIED):
+                records.append(rec)
+            return rec.shown
         raw = md.htmlStash.rawHtmlBlocks[i] if i < len(md.htmlStash.rawHtmlBlocks) else ""
-        raw = raw if isinstance(raw, str) else etree.tostring(raw, encoding="unicode")
-        c = _CLAIM.search(raw)
-        if c:
-            title = html.unescape(c.group("title"))
-            check = title.split(" · ", 1)[1].split(" (", 1)[0] if " · " in title else ""
-            claims.append((html.unescape(c.group("name")), check))
-        return html.unescape(_TAG.sub("", raw))
+        text = raw if isinstance(raw, str) else to_html(raw)
+        return _TAG.sub("", text)
 
     text = _PLACEHOLDER.sub(expand, "".join(el.itertext()))
-    return " ".join(text.split()), claims
-
-
-def _page_value(name: str, check: str) -> tuple[bool, Any]:
-    ctx = current_page()
-    if ctx is None or not check:
-        return False, None
-    res = ctx.results(check)
-    return res.lookup(name) if res.ok else (False, None)
+    return " ".join(text.split()), records
 
 
 def check_key(md: Markdown, block: etree.Element) -> list[str]:
@@ -79,9 +74,9 @@ def check_key(md: Markdown, block: etree.Element) -> list[str]:
             return faults  # a key in words: nothing to verify
         faults.append(f"the key '{key_text}' is a number; bind it to a check value as [[{key_text}|name]]")
         return faults
-    found, value = _page_value(*key_claims[0])
-    if not found:
-        return faults
+    key = key_claims[0]
+    if key.kind != RecordKind.CLAIM:
+        return faults  # a key claim that failed is reported by the claim itself
     for correct, text, claims in options:
         if correct or claims:
             continue
@@ -89,9 +84,9 @@ def check_key(md: Markdown, block: etree.Element) -> list[str]:
             literal = parse_literal(text)
         except LiteralError:
             continue
-        if literal.matches(value):
+        if literal.matches(key.value):
             faults.append(f"the wrong option '{text}' also matches the key's value "
-                          f"{key_claims[0][0]} = {value!r}")
+                          f"{key.name} = {format_value(key.value)}")
     return faults
 
 
@@ -99,10 +94,15 @@ def hide_claim_titles(md: Markdown, el: etree.Element) -> None:
     """Move the tooltip of every claim inside ``el`` to ``data-nb-title``.
 
     A claim's tooltip names its value and check, which would give the key away on hover;
-    ``components.js`` puts it back once the reader has found the right answer.
+    ``components.js`` puts it back once the reader has found the right answer. The claim is
+    rendered again from its record, with the tooltip moved.
     """
     for m in _PLACEHOLDER.finditer("".join(el.itertext())):
         i = int(m.group(1))
-        raw = md.htmlStash.rawHtmlBlocks[i] if i < len(md.htmlStash.rawHtmlBlocks) else None
-        if isinstance(raw, str) and _CLAIM.match(raw):
-            md.htmlStash.rawHtmlBlocks[i] = raw.replace(' title="', ' data-nb-title="', 1)
+        rec = _stashed(md, i)
+        if rec is None or rec.kind != RecordKind.CLAIM:
+            continue
+        claim = element(rec)
+        if claim is not None and claim.get("title") is not None:
+            claim.set("data-nb-title", claim.attrib.pop("title"))
+            md.htmlStash.rawHtmlBlocks[i] = to_html(claim)

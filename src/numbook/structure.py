@@ -1,0 +1,165 @@
+"""The structure of a Markdown page, as the book's Markdown extensions read it: one module, one rule.
+
+Everything in the tooling that asks "is this line code?", "where does the front matter end?",
+"which part of this line is a code span or TeX math?" or "which section is this?" asks here:
+the claim processor, lint, the components' line locator and the author CLI. The rules follow
+the extensions the book renders with:
+
+- **fenced code** as pymdownx.superfences reads it: an opening fence of three or more backticks or
+  tildes (at any indent), closed only by a line holding the same character, at least as many,
+  and nothing else (so a ```` ```python ```` line inside a ```` ``` ```` fence is content, not a close);
+- **indented code** as Python-Markdown reads it: after a blank line, a line indented four spaces
+  (or a tab) past the content of the block it sits in. The content of a list item, an
+  admonition (``!!!``), a details block (``???``) and a content tab (``===``) is itself indented
+  four spaces, so an explanation under a quiz option or the body of a note is prose, not code;
+- **front matter**: a YAML block between ``---`` lines at the very top of the file.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+__all__ = ["Line", "walk", "code_spans", "math_ranges", "inside", "h2", "heading", "FRONT_MATTER",
+           "check_file_name"]
+
+FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
+"""The one front-matter rule (MkDocs' own: ``mkdocs.utils.meta``)."""
+
+_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<rest>.*)$")
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*(?:\{[^}]*\})?[ \t]*#*[ \t]*$")
+_CONTAINER = re.compile(r"^(?P<indent> *)(?:(?:[-*+]|\d+[.)])[ \t]+|(?:!!!|\?\?\?\+?|===\+?)[ \t]+\S)")
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a page: its 0-based index, its text, and whether it is code (fence lines included)."""
+
+    index: int
+    text: str
+    code: bool
+
+
+def _indent(line: str) -> int:
+    width = 0
+    for ch in line:
+        if ch == " ":
+            width += 1
+        elif ch == "\t":
+            width += 4 - width % 4
+        else:
+            break
+    return width
+
+
+def walk(text: str) -> Iterator[Line]:
+    """Each line of ``text``, marked code or not, by superfences' and Python-Markdown's rules."""
+    fence: str | None = None
+    containers: list[int] = []       # content indents of the open list items / admonitions / tabs
+    code_indent: int | None = None   # the indent of an open indented code block
+    blank_before = True
+    for idx, line in enumerate(text.split("\n")):
+        if fence is not None:
+            stripped = line.strip()
+            if stripped and set(stripped) == {fence[0]} and len(stripped) >= len(fence):
+                fence = None
+            yield Line(idx, line, True)
+            continue
+        blank = not line.strip()
+        ind = _indent(line)
+        if code_indent is not None:
+            if blank or ind >= code_indent:
+                yield Line(idx, line, True)
+                blank_before = blank
+                continue
+            code_indent = None
+        if blank:
+            blank_before = True
+            yield Line(idx, line, False)
+            continue
+        # leave the containers this line is not inside (a lazy continuation line keeps them)
+        if blank_before:
+            while containers and ind < containers[-1]:
+                containers.pop()
+        base = containers[-1] if containers else 0
+        if blank_before and ind >= base + 4:
+            code_indent = base + 4
+            yield Line(idx, line, True)
+            blank_before = False
+            continue
+        fm = _FENCE_OPEN.match(line)
+        if fm and not (fm.group("fence")[0] == "`" and "`" in fm.group("rest")):
+            fence = fm.group("fence")
+            yield Line(idx, line, True)
+            blank_before = False
+            continue
+        cm = _CONTAINER.match(line)
+        if cm:
+            while containers and ind < containers[-1]:
+                containers.pop()
+            containers.append(len(cm.group("indent")) + 4)
+        blank_before = False
+        yield Line(idx, line, False)
+
+
+def code_spans(line: str) -> list[tuple[int, int]]:
+    """Character ranges of ``line`` inside inline code spans (backticks included)."""
+    return [(m.start(), m.end()) for m in _CODE_SPAN.finditer(line)]
+
+
+def math_ranges(line: str, state: str) -> tuple[list[tuple[int, int]], str]:
+    """Character ranges of ``line`` that are TeX math, and the math left open at its end.
+
+    ``state`` is ``""`` (text), ``"$"`` (inline math continued from the line before) or
+    ``"$$"`` (a display block still open). An escaped ``\\$`` is a dollar sign, not math.
+    """
+    ranges: list[tuple[int, int]] = []
+    i, n = 0, len(line)
+    start = 0 if state else -1
+    while i < n:
+        if line.startswith("\\$", i):
+            i += 2
+            continue
+        if line.startswith("$$", i) and state != "$":
+            if state == "$$":
+                ranges.append((start, i))
+                start, state = -1, ""
+            else:
+                start, state = i + 2, "$$"
+            i += 2
+            continue
+        if line[i] == "$" and state != "$$":
+            if state == "$":
+                ranges.append((start, i))
+                start, state = -1, ""
+            else:
+                start, state = i + 1, "$"
+        i += 1
+    if state:
+        ranges.append((start, n))
+    return ranges, state
+
+
+def inside(pos: int, ranges: list[tuple[int, int]]) -> bool:
+    """Whether ``pos`` falls in one of ``ranges``."""
+    return any(a <= pos < b for a, b in ranges)
+
+
+def heading(line: str) -> tuple[int, str] | None:
+    """``(level, title)`` of an ATX heading (attribute list and closing hashes removed), or None."""
+    hm = _HEADING.match(line)
+    return (len(hm.group(1)), hm.group(2).strip()) if hm else None
+
+
+def h2(line: str) -> str | None:
+    """The title of a level-2 heading, or None."""
+    found = heading(line)
+    return found[1] if found and found[0] == 2 else None
+
+
+def check_file_name(name: str) -> str:
+    """A check named in front matter, a fence or a claim, as a file name: ``x`` and ``x.py`` are one check."""
+    name = name.strip()
+    return name if name.endswith(".py") else name + ".py"

@@ -172,6 +172,7 @@ value("v2_fp32_mb", big.nbytes / MB)
 value("v2_bf16_mb", big.to(torch.bfloat16).nbytes / MB)
 value("v2_over_v", big.nbytes / logits.nbytes)
 value("limit_gb", 10)
+value("limit_gib", 10)
 
 
 def first_batch_over(limit, vocab):

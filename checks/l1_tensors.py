@@ -8,12 +8,15 @@ dtype, no storage) and reads the same four facts.
 
 import torch
 
-from numbook.check import sanity, value
+from numbook.check import given, sanity, value
 
 loss = torch.tensor(2.3)                    # one number: the loss of a batch
 ticket = torch.tensor([120.0, 2.0, 1.0])    # one ticket: three features
-tickets = torch.zeros(4, 3)                 # four tickets, three features each
-batches = torch.zeros(2, 4, 3)              # two batches of four tickets
+n_batches = given("n_batches", 2)           # batches
+n_tickets = given("n_tickets", 4)           # tickets in a batch
+n_features = given("n_features", 3)         # features of a ticket
+tickets = torch.zeros(n_tickets, n_features)             # four tickets, three features each
+batches = torch.zeros(n_batches, n_tickets, n_features)  # two batches of four tickets
 
 print(f"{'tensor':<10}{'shape':>14}{'rank':>6}{'elements':>10}{'bytes':>8}")
 for name, t in [("loss", loss), ("ticket", ticket), ("tickets", tickets), ("batches", batches)]:
@@ -30,7 +33,10 @@ sanity("rank_is_len_shape", all(t.dim() == len(t.shape) for t in (loss, ticket, 
 sanity("scalar_has_one_element", loss.numel() == 1 and tuple(loss.shape) == (),
        "a shape with no entries holds one element (the empty product is 1)")
 
-eight = torch.zeros(8, 3)                   # the batch of the exercise
+n_exercise = given("n_exercise", 8)         # the batch of the exercise
+eight = torch.zeros(n_exercise, n_features)
+value("eight_shape", eight.shape)
+value("eight_rank", eight.dim())
 value("eight_numel", eight.numel())
 value("eight_bytes", eight.nbytes)
 

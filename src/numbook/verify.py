@@ -247,8 +247,10 @@ class _Verifier:
         if not ok:
             self.error(line, f"claim '{name}' reads {lit_text.strip()}, {res.check} computed "
                              f"{format_value(value)} (compared {literal.describe()})")
+        before = len(self.diags)
         unit = self.unit(res, name, value, literal, m, line, ok)
         self.precision(res, name, literal, line)
+        ok = ok and len(self.diags) == before
         self.claims[res.check] = self.claims.get(res.check, 0) + 1
         return Record(RecordKind.CLAIM, shown=shown, name=name, check=res.check, value=value, ok=ok,
                       test=literal.describe(), unit=unit.symbol if unit else "",

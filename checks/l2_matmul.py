@@ -7,10 +7,13 @@ records the error torch raises when the inner dimensions do not match.
 
 import torch
 
-from numbook.check import sanity, value
+from numbook.check import given, sanity, value
 
-x = torch.tensor([2.0, 0.0, 1.0])     # one ticket's three features
-w = torch.tensor([0.5, -1.0, 2.0])    # three weights
+x = torch.tensor(given("x", [2.0, 0.0, 1.0]))     # one ticket's three features
+w = torch.tensor(given("w", [0.5, -1.0, 2.0]))    # three weights
+for i in range(x.numel()):
+    value(f"x{i}", x[i])
+    value(f"w{i}", w[i])
 by_hand = sum(float(a) * float(b) for a, b in zip(x, w, strict=True))
 dot = torch.dot(x, w)
 print(f"x = {x.tolist()}, w = {w.tolist()}")
@@ -31,6 +34,7 @@ value("a_shape", A.shape)
 value("b_shape", Bm.shape)
 value("c_shape", C.shape)
 value("c_numel", C.numel())
+value("c_rank", C.dim())
 entry = C[2, 4]
 value("c24", entry)
 value("c24_dot", torch.dot(A[2], Bm[:, 4]))
@@ -40,16 +44,34 @@ sanity("every_entry_is_a_dot", all(
     "C[i, j] is the dot product of row i of A and column j of B, for all 20 entries")
 m, k = A.shape
 n = Bm.shape[1]
+value("m", m)
+value("k", k)
 macs = value("macs", m * k * n)
 value("flops", 2 * m * k * n)
 print(f"multiply-adds: {m} x {k} x {n} = {macs} (FLOPs, counting multiply and add: {2 * macs})")
 
-try:
-    A @ torch.zeros(5, 3)
-    message = ""
-except RuntimeError as exc:
-    message = str(exc)
+
+def product_shape(P, Q):
+    """The shape of P @ Q, or the message of the error torch raises."""
+    try:
+        return tuple((P @ Q).shape)
+    except RuntimeError as exc:
+        return str(exc)
+
+
+bad = torch.zeros(5, 3)
+value("bad_shape", bad.shape)
+value("bad_rows", bad.shape[0])
+message = product_shape(A, bad)
 print(f"\n(4, 3) @ (5, 3) raises RuntimeError:\n  {message}")
 sanity("mismatch_raises", "cannot be multiplied" in message, "torch refuses a product whose inner sizes differ")
-value("ok_after_transpose", (A @ torch.zeros(5, 3).T).shape)
-print(f"(4, 3) @ (5, 3).T works: {tuple((A @ torch.zeros(5, 3).T).shape)}")
+value("bad_t_shape", bad.T.shape)
+value("ok_after_transpose", product_shape(A, bad.T))
+print(f"(4, 3) @ (5, 3).T works: {product_shape(A, bad.T)}")
+sanity("a_times_a_raises", "cannot be multiplied" in product_shape(A, A), "a (4, 3) matrix times itself is undefined")
+
+left = torch.zeros(given("quiz_left", (5, 3)))     # the defined product of the quick check
+right = torch.zeros(given("quiz_right", (3, 4)))
+value("quiz_inner", left.shape[1])
+value("quiz_shape", product_shape(left, right))
+print(f"(5, 3) @ (3, 4) works: {product_shape(left, right)}")

@@ -8,18 +8,22 @@ and records the shapes, the scores and the class the router picks.
 
 import torch
 
-from numbook.check import sanity, value
+from numbook.check import given, sanity, value
 
 CLASSES = ["billing", "bug", "account", "feature", "other"]
 FEATURES = ["payment words", "error words", "login words"]
 
-W = torch.tensor([
+W = torch.tensor(given("W", [
     #  billing  bug   account feature other
     [1.5, -0.5, 0.0, -0.5, -0.2],   # payment words
     [0.2, 1.2, 0.3, -0.4, -0.2],    # error words
     [-0.3, 0.1, 1.4, -0.2, -0.2],   # login words
-])
-x = torch.tensor([2.0, 1.0, 0.0])  # "charged twice, and the invoice page shows an error"
+]))
+x = torch.tensor(given("x", [2.0, 1.0, 0.0]))  # "charged twice, and the invoice page shows an error"
+for i in range(W.shape[0]):
+    value(f"x_{i}", x[i])
+    for j in range(W.shape[1]):
+        value(f"W_{i}_{j}", W[i, j])     # the weight of feature i for class j
 
 z = x @ W
 print(f"x {tuple(x.shape)} = {x.tolist()}  ({', '.join(FEATURES)})")

@@ -10,9 +10,9 @@ C. Stale gradient buffers: without zeroing, the second backward adds to the firs
 import torch
 import torch.nn.functional as F
 
-from numbook.check import sanity, value
+from numbook.check import given, sanity, value
 
-B = value("B", 8)
+B = given("B", 8)
 g = torch.Generator().manual_seed(0)
 X = torch.randn(B, 3, generator=g)
 y = torch.randint(0, 5, (B,), generator=g)
@@ -27,6 +27,7 @@ def grad(X, y, reduction):
 
 # -- A. sum where mean was assumed -------------------------------------------------------------
 X16, y16 = torch.cat([X, X]), torch.cat([y, y])
+value("B_doubled", X16.shape[0])
 mean8, mean16 = grad(X, y, "mean"), grad(X16, y16, "mean")
 sum8, sum16 = grad(X, y, "sum"), grad(X16, y16, "sum")
 r_mean = value("mean_grad_ratio", (mean16.norm() / mean8.norm()).item())

@@ -9,7 +9,7 @@ weights whatever the batch size, which the check confirms for B = 4, 8 and 64.
 import torch
 import torch.nn.functional as F
 
-from numbook.check import sanity, value
+from numbook.check import given, sanity, value
 
 W = torch.tensor([
     [1.5, -0.5, 0.0, -0.5, -0.2],
@@ -31,6 +31,7 @@ for name, t in [("X", X), ("W", W), ("b", b), ("logits", logits), ("labels", lab
 print(f"loss = {loss.item():.4f}")
 value("loss", loss)
 value("B", X.shape[0])
+value("x_row_shape", X[0].shape)            # one ticket, one row of X
 
 one_by_one = torch.stack([X[i] @ W + b for i in range(X.shape[0])])
 sanity("batch_equals_loop", torch.allclose(logits, one_by_one),
@@ -38,7 +39,8 @@ sanity("batch_equals_loop", torch.allclose(logits, one_by_one),
 
 g = torch.Generator().manual_seed(0)
 print("\nthe same router on bigger batches:")
-for B in (4, 8, 64):
+B_big = given("B_big", 64)                  # the largest batch tried
+for B in (4, 8, B_big):
     Xb = torch.randn(B, 3, generator=g)
     yb = torch.randint(0, 5, (B,), generator=g)
     W.grad = None

@@ -9,7 +9,7 @@ ignore_index does to the mean. Last, it shows why nobody computes softmax as exp
 import torch
 import torch.nn.functional as F
 
-from numbook.check import sanity, value
+from numbook.check import given, sanity, value
 
 W = torch.tensor([
     [1.5, -0.5, 0.0, -0.5, -0.2],
@@ -47,7 +47,10 @@ print(f"F.cross_entropy(reduction='none') {tuple(per_ticket.shape)} = {[round(v,
 value("labels_shape", labels.shape)
 value("per_ticket_shape", per_ticket.shape)
 value("loss_ticket3", per_ticket[3])
+value("onehot_shape", F.one_hot(labels, 5).shape)
 value("onehot_numel", F.one_hot(labels, 5).numel())
+vocab = given("vocab", 32_000)                        # the vocabulary of problem I.4.B07
+value("onehot_row_numel_lm", F.one_hot(labels[:1], vocab).numel())  # one position's one-hot row
 value("labels_numel", labels.numel())
 sanity("three_ways_agree", torch.allclose(from_probs, per_ticket) and torch.allclose(from_lse, per_ticket, atol=1e-6),
        "-log p, logsumexp - z and F.cross_entropy give the same four losses")
@@ -62,15 +65,16 @@ value("loss_rank", loss.dim())
 value("loss_sum", per_ticket.sum())
 sanity("default_is_mean", torch.isclose(loss, default), "F.cross_entropy reduces with the mean by default")
 
+ignore = value("ignore_index", torch.nn.CrossEntropyLoss().ignore_index)  # PyTorch's default
 masked = labels.clone()
-masked[3] = -100                                      # ticket 3 is padding: ignore it
+masked[3] = ignore                                    # ticket 3 is padding: ignore it
 ignored = F.cross_entropy(logits, masked)             # mean over the 3 valid tickets
 per_masked = F.cross_entropy(logits, masked, reduction="none")
 over_all = per_masked.sum() / 4                       # the sum divided by every slot
 print(f"\nticket 3 ignored (label -100): per-ticket {[round(v, 4) for v in per_masked.tolist()]}")
 print(f"  mean over the 3 valid tickets: {ignored.item():.4f}")
 print(f"  sum / 4 slots:                  {over_all.item():.4f}  (x{(over_all / ignored).item():.4f})")
-value("n_valid", int((masked != -100).sum()))
+value("n_valid", int((masked != ignore).sum()))
 value("loss_valid_mean", ignored)
 value("loss_over_all", over_all)
 value("over_all_ratio", over_all / ignored)
@@ -79,7 +83,7 @@ sanity("valid_mean", torch.isclose(ignored, per_ticket[:3].mean()), "ignore_inde
 # -- why softmax is not exp / sum(exp) ------------------------------------------------------------
 limit = value("exp_limit", torch.log(torch.tensor(torch.finfo(torch.float32).max)))
 print(f"\nexp(z) overflows float32 above z = {limit.item():.2f}")
-big = torch.tensor([1000.0, 0.0])
+big = torch.tensor(given("big", [1000.0, 0.0]))
 naive = torch.exp(big) / torch.exp(big).sum()
 safe = torch.softmax(big, dim=0)
 print(f"logits {big.tolist()}: exp gives {torch.exp(big).tolist()}")

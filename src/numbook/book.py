@@ -72,6 +72,7 @@ class Book:
     problems: dict[str, Entry] = field(default_factory=dict)
     chapters: dict[str, Entry] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    failed_ids: set[str] = field(default_factory=set)   # IDs of problem pages whose front matter failed
 
     def add(self, uri: str, file: Path) -> Entry:
         """Read one page's front matter and index it."""
@@ -86,6 +87,8 @@ class Book:
         assert meta is None or isinstance(meta, ProblemMeta | ChapterMeta | PageMeta)
         entry = Entry(uri, path, meta, fm.lines, fm.offset, fm.body, failed=bool(errors))
         self.entries[uri] = entry
+        if errors and isinstance(fm.data.get("id"), str):
+            self.failed_ids.add(fm.data["id"])  # links to it are not faults of their own
         if isinstance(meta, ProblemMeta):
             if meta.id in self.problems:
                 self.diagnostics.append(Diagnostic(path, fm.lines.get("id", 1),
@@ -121,4 +124,4 @@ class Book:
             return []
         return [Diagnostic(entry.path, entry.lines.get("draws_on", 1),
                            f"draws on '{t}', which is no problem in this book")
-                for t in entry.meta.draws_on if t not in self.problems]
+                for t in entry.meta.draws_on if t not in self.problems and t not in self.failed_ids]

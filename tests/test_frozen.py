@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from numbook import frozen
-from numbook.cli import freeze_book
 from numbook import runner as runner_module
+from numbook.cli import freeze_book
 from numbook.markdown_ext import _FROZEN_TITLE
 from numbook.runner import CheckResult, Runner, detect_device
 

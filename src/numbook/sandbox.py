@@ -23,6 +23,7 @@ library: it runs in the check's process.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -31,7 +32,8 @@ import sys
 import threading
 from typing import Any
 
-__all__ = ["file_hash", "Guard", "ROOT_ENV", "SCRATCH_ENV", "READS_ENV", "MEMORY_ENV", "CHECK_ENV", "LIMIT_KIND_ENV", "main"]
+__all__ = ["file_hash", "Guard", "ROOT_ENV", "SCRATCH_ENV", "READS_ENV", "MEMORY_ENV", "CHECK_ENV", "LIMIT_KIND_ENV",
+           "main"]
 
 ROOT_ENV = "NUMBOOK_ROOT"          # the project root: reads under it are recorded
 SCRATCH_ENV = "NUMBOOK_SCRATCH"    # the one folder a check may write in
@@ -103,10 +105,8 @@ class Guard:
     # -- paths -------------------------------------------------------------------------------
     def _abs(self, path: str, dir_fd: Any = None) -> str:
         if not os.path.isabs(path) and isinstance(dir_fd, int) and dir_fd >= 0:
-            try:
+            with contextlib.suppress(OSError):
                 path = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path)
-            except OSError:
-                pass
         return os.path.abspath(path)
 
     @staticmethod

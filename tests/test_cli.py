@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
 from numbook.cli import main
+from numbook.config import ConfigError, load_layout
 
 TINY = Path(__file__).parent / "fixtures" / "tiny"
 A01, A02 = "problems/I.1.A01.md", "problems/I.1.A02.md"
@@ -122,3 +124,70 @@ def test_verify_includes_lint_and_reports_a_shared_fault_once(root: Path, capsys
         "as [[…|i1_a09_orphan:name]], or rename it _i1_a09_orphan.py if it is a helper",
     ]
     assert out.out.splitlines()[-1].startswith("2 checks, 13 claims verified, 2 faults in ")
+
+
+# -- numbook verify: progress, the cache, the configuration ----------------------------------------
+def test_verify_reports_progress_on_stderr_as_each_check_finishes(root: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--root", str(root), "--no-cache", "--progress", "--jobs", "1"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert [re.sub(r"\d+\.\d\d s", "T", ln) for ln in err] == [
+        "[1/2] checks/i1_a01_embedding.py ok T (ran) · still running: i1_a02_reuse",
+        "[2/2] checks/i1_a02_reuse.py ok T (ran)",
+    ] or [re.sub(r"\d+\.\d\d s", "T", ln) for ln in err] == [
+        "[1/2] checks/i1_a01_embedding.py ok T (ran)",
+        "[2/2] checks/i1_a02_reuse.py ok T (ran)",
+    ]
+
+
+def test_verify_prunes_cache_entries_no_check_reaches(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(root, "mkdocs.yml", 'cache_dir: ""', 'cache_dir: ".cache/numbook"')
+    assert main(["verify", "--root", str(root)]) == 0
+    cache = root / ".cache/numbook"
+    assert len(list(cache.glob("*.json"))) == 2
+    (cache / "0123456789abcdef0123.json").write_text("{}", encoding="utf-8")     # a check that is gone
+    capsys.readouterr()
+    assert main(["verify", "--root", str(root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-2] == "cache: pruned 1 entries that no check of this build reaches"
+    assert "cache" in out[2] and "cache" in out[1]                                # both served from the cache
+    assert len(list(cache.glob("*.json"))) == 2
+
+
+def test_the_layout_is_read_by_mkdocs_and_a_bad_plugin_option_is_an_error(
+        root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    layout = load_layout(root)
+    assert (layout.docs_dir, layout.problems_dir, layout.checks_dir, layout.cache_dir, layout.timeout,
+            layout.jobs) == ("docs", "problems", "checks", None, 20.0, 0)
+    edit(root, "mkdocs.yml", "timeout: 20", 'timeout: "soon"')
+    assert main(["verify", "--root", str(root)]) == 2
+    assert capsys.readouterr().err == (
+        "numbook verify: mkdocs.yml: Config value 'plugins': Plugin 'numbook' option 'timeout': Expected type: "
+        "(<class 'int'>, <class 'float'>) but received: <class 'str'>\n")
+    edit(root, "mkdocs.yml", 'timeout: "soon"', "timout: 20")
+    with pytest.raises(ConfigError, match="Plugin 'numbook' option 'timout'"):
+        load_layout(root)
+
+
+# -- numbook run -----------------------------------------------------------------------------------
+def test_run_one_check_shows_its_output_and_records(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "checks/i1_a02_reuse.py", "--root", str(root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:5] == [
+        "two tables 131.072 MB",
+        "kind    name      value                                     line",
+        "input   tables    2                                         5",
+        "value   total_mb  131.072                                   6",
+        "sanity  linear    ok: memory grows linearly with the count  8",
+    ]
+    assert out[5].startswith("checks/i1_a02_reuse.py: ok in ") and out[5].endswith("ran for this build")
+    assert out[6] == "read: checks/i1_a02_reuse.py"
+
+
+def test_run_a_failing_check_exits_non_zero_with_its_traceback(root: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    (root / "checks/i1_a09_bad.py").write_text("x = 1\nraise RuntimeError('boom')\n", encoding="utf-8")
+    assert main(["run", "i1_a09_bad.py", "--root", str(root)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-2:] == ["RuntimeError: boom", "check 'checks/i1_a09_bad.py' raised: RuntimeError: boom"]
+    assert f'  File "{root / "checks/i1_a09_bad.py"}", line 2, in <module>' in err

@@ -23,6 +23,7 @@ import pytest
 
 from numbook import frozen
 from numbook import runner as runner_module
+from numbook.cli import freeze_book
 from numbook.markdown_ext import _FROZEN_TITLE
 from numbook.runner import CheckResult, Runner, detect_device
 
@@ -100,7 +101,7 @@ def freeze_fixture(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, obj
     """Write checks/frozen/i1_a01_embedding.json from a CPU run labelled as an H200 (FIXTURE)."""
     with monkeypatch.context() as m:
         pretend_gpu(m)
-        written, faults = frozen.freeze_book(root)
+        written, faults = freeze_book(root)
     assert (written, faults) == ([root / FROZEN], [])
     data = json.loads((root / FROZEN).read_text(encoding="utf-8"))
     assert isinstance(data, dict)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
-from numbook.runner import Runner, read_header
+from numbook.runner import CheckResult, Runner, Status, read_header
 
 
 def project(tmp_path: Path, **checks: str) -> Path:
-    (tmp_path / "checks").mkdir()
+    (tmp_path / "checks").mkdir(parents=True)
     for name, src in checks.items():
         (tmp_path / "checks" / f"{name}.py").write_text(textwrap.dedent(src), encoding="utf-8")
     return tmp_path
@@ -40,15 +44,84 @@ def test_one_run_per_key_per_process_and_the_disk_cache_serves_the_next_build(tm
     assert second.cached and second.values == {"square": 9}
 
 
-def test_changing_the_check_or_a_project_module_it_imports_changes_the_key(tmp_path: Path) -> None:
-    root = project(tmp_path, a="from helper import K\nfrom numbook.check import value\nvalue('k', K)\n",
-                   helper="K = 1\n")
-    runner = Runner(root, cache_dir=".cache")
-    key0, _ = runner.key(root / "checks/a.py")
-    (root / "checks/helper.py").write_text("K = 2\n", encoding="utf-8")
-    key1, _ = runner.key(root / "checks/a.py")
-    assert key0 != key1
+def test_an_edited_helper_module_is_recomputed(tmp_path: Path) -> None:
+    root = project(tmp_path, a="from _helper import K\nfrom numbook.check import value\nvalue('k', K)\n",
+                   _helper="K = 1\n")
+    first = Runner(root, cache_dir=".cache").result("a.py")
+    assert first.values == {"k": 1} and first.reads == {"checks/_helper.py": first.reads["checks/_helper.py"],
+                                                          "checks/a.py": first.reads["checks/a.py"]}
+    assert Runner(root, cache_dir=".cache").result("a.py").cached
+    (root / "checks/_helper.py").write_text("K = 22\n", encoding="utf-8")
+    again = Runner(root, cache_dir=".cache").result("a.py")
+    assert (again.cached, again.values) == (False, {"k": 22})
+
+
+READS_JSON = """
+    import json, pathlib
+    from numbook.check import value
+    params = json.loads((pathlib.Path(__file__).parent / "_params.json").read_text())
+    value("n", params["n"])
+"""
+
+
+def test_a_changed_data_file_is_recomputed_and_a_deleted_one_invalidates(tmp_path: Path) -> None:
+    root = project(tmp_path, a=READS_JSON)
+    (root / "checks/_params.json").write_text('{"n": 1}', encoding="utf-8")
+    assert Runner(root, cache_dir=".cache").result("a.py").values == {"n": 1}
+    assert Runner(root, cache_dir=".cache").result("a.py").cached
+    (root / "checks/_params.json").write_text('{"n": 2}', encoding="utf-8")
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    assert (res.cached, res.values) == (False, {"n": 2})
+    (root / "checks/_params.json").unlink()
+    gone = Runner(root, cache_dir=".cache").result("a.py")
+    assert (gone.cached, gone.status) == (False, "error") and "FileNotFoundError" in gone.stderr
+    assert gone.reads["checks/_params.json"] is None                    # a file it tried to read, absent
+    (root / "checks/_params.json").write_text('{"n": 3}', encoding="utf-8")
+    assert Runner(root, cache_dir=".cache").result("a.py").values == {"n": 3}
+
+
+def test_a_package_inside_the_project_on_the_path_invalidates_when_edited(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    root = project(tmp_path, a="from harness import K\nfrom numbook.check import value\nvalue('k', K)\n")
+    (root / "pkg/harness").mkdir(parents=True)
+    (root / "pkg/harness/__init__.py").write_text("from .consts import K\n", encoding="utf-8")
+    (root / "pkg/harness/consts.py").write_text("K = 1\n", encoding="utf-8")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root / "pkg"), os.environ.get("PYTHONPATH", "")]))
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    assert res.values == {"k": 1} and "pkg/harness/consts.py" in res.reads
+    assert Runner(root, cache_dir=".cache").result("a.py").cached
+    (root / "pkg/harness/consts.py").write_text("K = 2\n", encoding="utf-8")
     assert Runner(root, cache_dir=".cache").result("a.py").values == {"k": 2}
+
+
+def test_the_cache_serves_a_copy_of_the_project(tmp_path: Path) -> None:
+    root = project(tmp_path / "one", a=READS_JSON)
+    (root / "checks/_params.json").write_text('{"n": 1}', encoding="utf-8")
+    Runner(root, cache_dir=".cache").result("a.py")
+    copy = tmp_path / "two"
+    shutil.copytree(root, copy)
+    assert Runner(copy, cache_dir=".cache").result("a.py").cached
+
+
+ENV = """
+    import os
+    from numbook.check import value
+    value("foo", os.environ.get("NB_TEST_FOO", "unset"))
+    value("bar", os.environ.get("NB_TEST_BAR", "unset"))
+"""
+
+
+def test_an_undeclared_variable_is_invisible_and_a_declared_one_is_keyed(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    root = project(tmp_path, a="# numbook: env=NB_TEST_FOO\n" + textwrap.dedent(ENV))
+    monkeypatch.setenv("NB_TEST_FOO", "1")
+    monkeypatch.setenv("NB_TEST_BAR", "1")
+    assert Runner(root, cache_dir=".cache").result("a.py").values == {"foo": "1", "bar": "unset"}
+    monkeypatch.setenv("NB_TEST_BAR", "2")                                # not declared: not keyed
+    assert Runner(root, cache_dir=".cache").result("a.py").cached
+    monkeypatch.setenv("NB_TEST_FOO", "2")                                # declared: a new key
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    assert (res.cached, res.values) == (False, {"foo": "2", "bar": "unset"})
 
 
 def test_timeout_and_error_results(tmp_path: Path) -> None:
@@ -62,10 +135,77 @@ def test_timeout_and_error_results(tmp_path: Path) -> None:
     assert res["gone.py"].status == "missing"
 
 
-def test_failed_results_are_not_cached(tmp_path: Path) -> None:
-    root = project(tmp_path, bad="raise ValueError('no')\n")
-    Runner(root, cache_dir=".cache").result("bad.py")
-    assert not list((root / ".cache").glob("*.json"))
+def test_a_traceback_names_the_checks_own_file_and_line(tmp_path: Path) -> None:
+    root = project(tmp_path, bad="x = 1\nraise ValueError('no')\n")
+    res = Runner(root, cache_dir=None).result("bad.py")
+    assert res.stderr.splitlines() == [
+        "Traceback (most recent call last):",
+        f'  File "{root / "checks/bad.py"}", line 2, in <module>',
+        "    raise ValueError('no')",
+        "ValueError: no",
+    ]
+
+
+def test_failed_results_are_cached_until_their_key_changes(tmp_path: Path) -> None:
+    root = project(tmp_path, bad="raise ValueError('no')\n", slow="# numbook: timeout=1\nimport time\ntime.sleep(30)\n")
+    first = Runner(root, cache_dir=".cache").run_many(["bad.py", "slow.py"])
+    assert [first[c].status for c in ("bad.py", "slow.py")] == ["error", "timeout"]
+    started = time.perf_counter()
+    second = Runner(root, cache_dir=".cache").run_many(["bad.py", "slow.py"])
+    assert time.perf_counter() - started < 1.0                          # the timeout is not waited out again
+    assert [(second[c].status, second[c].cached) for c in ("bad.py", "slow.py")] == [("error", True),
+                                                                                     ("timeout", True)]
+    assert second["bad.py"].stderr == first["bad.py"].stderr
+    assert not Runner(root, cache_dir=None).result("bad.py").cached     # --no-cache runs it again
+    (root / "checks/bad.py").write_text("raise ValueError('still no')\n", encoding="utf-8")
+    third = Runner(root, cache_dir=".cache").result("bad.py")
+    assert not third.cached and third.stderr.strip().endswith("ValueError: still no")
+
+
+def test_statuses_are_an_enum_that_compares_as_strings(tmp_path: Path) -> None:
+    res = Runner(project(tmp_path, a=SIMPLE), cache_dir=".cache").result("a.py")
+    assert res.status is Status.OK and res.status == "ok" and f"{res.status}" == "ok"
+    assert json.loads(json.dumps({"s": res.status})) == {"s": "ok"}
+    assert CheckResult("checks/x.py", "frozen-stale").status is Status.FROZEN_STALE
+    assert [s.value for s in Status] == ["ok", "error", "timeout", "out-of-memory", "missing", "skipped",
+                                         "frozen-missing", "frozen-stale", "frozen-invalid"]
+    with pytest.raises(ValueError, match="'fine' is not a valid Status"):
+        CheckResult("checks/x.py", "fine")
+
+
+def test_a_check_past_its_memory_limit_fails_with_a_message_naming_the_limit(tmp_path: Path) -> None:
+    root = project(tmp_path, big="buf = bytearray(20 * 2**30)\n",
+                   small="# numbook: memory=64MiB\nbuf = bytearray(256 * 2**20)\n",
+                   raised="# numbook: memory=1GiB\nfrom numbook.check import value\n"
+                          "value('n', len(bytearray(256 * 2**20)))\n")
+    res = Runner(root, cache_dir=None).run_many(["big.py", "small.py", "raised.py"])
+    assert res["big.py"].status == "out-of-memory" and res["big.py"].stderr.strip().endswith("MemoryError")
+    assert res["big.py"].memory_message() == (
+        "check 'checks/big.py' ran out of memory: it may use 8 GiB (raise it with a '# numbook: memory=…' line "
+        "in the check)")
+    assert (res["small.py"].status, res["small.py"].memory_limit) == ("out-of-memory", 64 * 2**20)
+    assert "it may use 64 MiB" in res["small.py"].memory_message()
+    assert res["raised.py"].values == {"n": 256 * 2**20}
+
+
+def test_progress_is_reported_as_each_check_finishes(tmp_path: Path) -> None:
+    root = project(tmp_path, a=SIMPLE, b=SIMPLE, c="# numbook: alone\n" + textwrap.dedent(SIMPLE))
+    seen: list[tuple[int, int, str, list[str]]] = []
+    Runner(root, cache_dir=None, jobs=2).run_many(
+        ["a.py", "b.py", "c.py"], progress=lambda done, total, res, running: seen.append(
+            (done, total, res.check, running)))
+    assert [(d, t) for d, t, _, _ in seen] == [(1, 3), (2, 3), (3, 3)]
+    assert sorted(c for _, _, c, _ in seen[:2]) == ["checks/a.py", "checks/b.py"] and seen[2][2:] == ("checks/c.py", [])
+
+
+def test_prune_removes_the_entries_no_check_of_the_build_reaches(tmp_path: Path) -> None:
+    root = project(tmp_path, a=SIMPLE, b=SIMPLE)
+    Runner(root, cache_dir=".cache").run_many(["a.py", "b.py"])
+    assert len(list((root / ".cache").glob("*.json"))) == 2
+    runner = Runner(root, cache_dir=".cache")
+    runner.run_many(["a.py"])
+    assert runner.prune() == 1
+    assert [f.stem for f in (root / ".cache").glob("*.json")] == [runner.result("a.py").key]
 
 
 @pytest.mark.parametrize(
@@ -76,6 +216,22 @@ def test_failed_results_are_not_cached(tmp_path: Path) -> None:
 def test_header(source: str, requires: str, timeout: float | None, alone: bool) -> None:
     header = read_header(source)
     assert (header.requires, header.timeout, header.alone) == (requires, timeout, alone)
+
+
+@pytest.mark.parametrize(
+    ("source", "memory", "env"),
+    [("x = 1\n", "default", ()), ("# numbook: memory=16GiB, env=FOO,BAR\n", 16 * 2**30, ("FOO", "BAR")),
+     ("# numbook: env=FOO BAR, alone, memory=512MiB\n", 512 * 2**20, ("FOO", "BAR")),
+     ("# numbook: memory=none\n", None, ())],
+)
+def test_header_memory_and_env(source: str, memory: int | None | str, env: tuple[str, ...]) -> None:
+    header = read_header(source)
+    assert (header.memory, header.env) == (memory, env)
+
+
+def test_header_rejects_a_bad_size() -> None:
+    with pytest.raises(ValueError, match=r"memory='lots': use a size like 16GiB, 512MiB or none"):
+        read_header("# numbook: memory=lots\n")
 
 
 def test_alone_checks_run_after_the_others_one_at_a_time(tmp_path: Path) -> None:
@@ -90,5 +246,6 @@ def test_alone_checks_run_after_the_others_one_at_a_time(tmp_path: Path) -> None
 
 
 def test_header_rejects_unknown_keys() -> None:
-    with pytest.raises(ValueError, match="unknown numbook header key 'gpu'"):
+    with pytest.raises(ValueError, match="unknown numbook header key 'gpu' \\(known: requires, timeout, alone, "
+                       "memory, env\\)"):
         read_header("# numbook: gpu=yes\n")

@@ -50,9 +50,9 @@ class SanityError(AssertionError):
     """A sanity assertion of a check did not hold."""
 
 
-def _caller_line() -> int:
-    frame = sys._getframe(2)
-    return frame.f_lineno
+def _caller_line(depth: int = 2) -> int:
+    """The line of the check that called the API function ``depth - 1`` frames up."""
+    return sys._getframe(depth).f_lineno
 
 
 def _plain(x: Any) -> Any:
@@ -78,7 +78,7 @@ def _register(kind: str, name: str, x: Any) -> None:
         if name in _state[other]:
             raise ValueError(f"{kind} name {name!r} is recorded twice")
     _state[kind][name] = _plain(x)
-    _state["lines"][name] = _caller_line()
+    _state["lines"][name] = _caller_line(3)   # _register <- given/value <- the check
 
 
 def given(name: str, x: T) -> T:

@@ -1,66 +1,53 @@
 """The author CLI: ``numbook verify`` runs every check and verifies every claim, without HTML.
 
-    numbook verify [--root DIR] [--no-cache] [--jobs N]
+    numbook verify [--root DIR] [--no-cache] [--jobs N] [--progress | --no-progress]
+    numbook run CHECK [--root DIR] [--cache]
     numbook lint [--root DIR]
     numbook new ID "Title" [--root DIR]
+    numbook freeze [--root DIR] [--jobs N]
 
-It reads the book's layout from mkdocs.yml (docs_dir and the numbook plugin's options),
-prints one line per fault (``path:line: message``) and a table of the checks, and exits
-non-zero when anything is wrong. ``lint`` checks the book's structure without running a check
-(``verify`` includes it); ``new`` scaffolds a problem page and its check.
+It reads the book's layout from mkdocs.yml (through MkDocs, see ``numbook.config``), prints one
+line per fault (``path:line: message``) and a table of the checks, and exits non-zero when
+anything is wrong. ``run`` runs one check alone and shows what it recorded; ``lint`` checks the
+book's structure without running a check (``verify`` includes it); ``new`` scaffolds a problem
+page and its check; ``freeze`` runs every GPU check on this machine's GPU and writes its frozen
+result.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from .book import Book
+from .config import ConfigError, Layout, load_layout
 from .diagnostics import Diagnostic
+from .frozen import FreezeError, freeze_checks
 from .lint import lint_book
-from .runner import CheckResult, Runner
+from .runner import CheckResult, Progress, Runner
 from .scaffold import ScaffoldError, scaffold
-from .verify import PageContext, verify_page
+from .verify import PageContext, failure_message, verify_page
 
-__all__ = ["main", "verify_book", "load_layout", "lint"]
-
-
-class _Loader(yaml.SafeLoader):
-    """Reads mkdocs.yml without constructing its ``!!python/...`` tags."""
+__all__ = ["main", "verify_book", "load_layout", "lint", "run_check", "freeze_book", "progress_line"]
 
 
-_Loader.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
-_Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+def _runner(root: Path, layout: Layout, *, cache: bool = True, jobs: int = 0) -> Runner:
+    return Runner(root, layout.checks_dir, layout.cache_dir if cache else None, layout.timeout,
+                  jobs or layout.jobs, memory=layout.memory)
 
 
-def load_layout(root: Path) -> dict[str, Any]:
-    """docs_dir and the numbook plugin's options from ``root/mkdocs.yml``."""
-    cfg = yaml.load((root / "mkdocs.yml").read_text(encoding="utf-8"), Loader=_Loader) or {}
-    opts: dict[str, Any] = {}
-    for plugin in cfg.get("plugins", []) or []:
-        if isinstance(plugin, dict) and "numbook" in plugin:
-            opts = plugin["numbook"] or {}
-    return {
-        "docs_dir": cfg.get("docs_dir", "docs"),
-        "problems_dir": opts.get("problems_dir", "problems"),
-        "checks_dir": opts.get("checks_dir", "checks"),
-        "cache_dir": opts.get("cache_dir", ".cache/numbook"),
-        "timeout": float(opts.get("timeout", 120)),
-    }
-
-
-def verify_book(root: Path, *, cache: bool = True, jobs: int = 0) -> tuple[list[Diagnostic], dict[str, CheckResult],
-                                                                          dict[str, int], Runner]:
-    """Run every check of the book once and verify every page: (faults, results, claims per check)."""
+def verify_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progress | None = None
+                ) -> tuple[list[Diagnostic], dict[str, CheckResult], dict[str, int], Runner]:
+    """Run every check of the book once and verify every page: (faults, results, claims per check, runner)."""
     layout = load_layout(root)
-    runner = Runner(root, layout["checks_dir"], layout["cache_dir"] if cache else None, layout["timeout"], jobs)
-    book = Book.scan(root, root / layout["docs_dir"], root / layout["problems_dir"])
-    results = runner.run_many(book.checks())
+    runner = _runner(root, layout, cache=cache, jobs=jobs)
+    book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
+    results = runner.run_many(book.checks(), progress=progress)
     diags = list(book.diagnostics)
     claims: dict[str, int] = {}
 
@@ -79,15 +66,15 @@ def verify_book(root: Path, *, cache: bool = True, jobs: int = 0) -> tuple[list[
         diags += rep.diagnostics
         for check, n in rep.claims.items():
             claims[check] = claims.get(check, 0) + n
-    diags += lint_book(book, runner.checks_dir, layout["problems_dir"])
+    diags += lint_book(book, runner.checks_dir, layout.problems_dir)
     return list(dict.fromkeys(diags)), results, claims, runner
 
 
 def lint(root: Path) -> list[Diagnostic]:
     """The structural faults of the book at ``root`` (no check runs)."""
     layout = load_layout(root)
-    book = Book.scan(root, root / layout["docs_dir"], root / layout["problems_dir"])
-    return list(dict.fromkeys(lint_book(book, root / layout["checks_dir"], layout["problems_dir"])))
+    book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
+    return list(dict.fromkeys(lint_book(book, root / layout.checks_dir, layout.problems_dir)))
 
 
 def _table(results: dict[str, CheckResult], claims: dict[str, int]) -> str:
@@ -100,13 +87,80 @@ def _table(results: dict[str, CheckResult], claims: dict[str, int]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
 
 
+def progress_line(done: int, total: int, res: CheckResult, running: list[str]) -> str:
+    """``[3/21] checks/x.py ok 14.90 s (ran) · still running: y, z``."""
+    src = "frozen" if res.frozen else ("cache" if res.cached else "ran")
+    line = f"[{done}/{total}] {res.check} {res.status} {res.elapsed_s:.2f} s ({src})"
+    if running:
+        names = [Path(c).stem for c in sorted(running)]
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        line += f" · still running: {shown}"
+    return line
+
+
+def _print_progress(done: int, total: int, res: CheckResult, running: list[str]) -> None:
+    print(progress_line(done, total, res, running), file=sys.stderr, flush=True)
+
+
+def freeze_book(root: Path, *, jobs: int = 1) -> tuple[list[Path], list[str]]:
+    """Run every GPU check of the book on this machine's GPU and freeze it: (files written, faults).
+
+    Raises FreezeError, writing nothing, where no GPU answers or torch cannot use it. The checks run
+    ``jobs`` at a time (one by default, so a measurement does not share the GPU with another).
+    """
+    layout = load_layout(root)
+    runner = Runner(root, layout.checks_dir, None, layout.timeout, jobs, memory=layout.memory)
+    written, failed = freeze_checks(runner)
+    return written, [failure_message(res, res.check)[0] or f"{res.check}: {res.status}" for res in failed]
+
+
+def _records(res: CheckResult) -> str:
+    rows = [("kind", "name", "value", "line")]
+    for kind, recs in (("input", res.inputs), ("value", res.values)):
+        rows += [(kind, k, json.dumps(v), str(res.lines.get(k, ""))) for k, v in recs.items()]
+    for k, v in res.sanity.items():
+        ok = "ok" if v.get("ok") else "FAILED"
+        rows.append(("sanity", k, ok + (f": {v['message']}" if v.get("message") else ""), str(res.lines.get(k, ""))))
+    rows += [("figure", k, v.get("caption", ""), str(res.lines.get(k, ""))) for k, v in res.figures.items()]
+    if len(rows) == 1:
+        return "(nothing recorded)"
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def run_check(root: Path, check: str, *, cache: bool = False) -> tuple[int, CheckResult]:
+    """``numbook run CHECK``: run one check through the runner and its sandbox, print what it did."""
+    layout = load_layout(root)
+    runner = _runner(root, layout, cache=cache, jobs=1)
+    name = os.path.relpath(Path(check).resolve(), runner.checks_dir) if Path(check).is_file() else check
+    res = runner.result(Path(name).as_posix())
+    if res.stdout:
+        print(res.stdout, end="" if res.stdout.endswith("\n") else "\n")
+    if res.stderr and not res.ok:
+        print(res.stderr, end="" if res.stderr.endswith("\n") else "\n", file=sys.stderr)
+    if res.ok:
+        print(_records(res))
+        reads = ", ".join(res.reads) or "none"
+        print(f"{res.check}: ok in {res.elapsed_s:.2f} s · {res.stamp()}")
+        print(f"read: {reads}")
+        return 0, res
+    print(failure_message(res, name)[0] or f"{res.check}: {res.status}", file=sys.stderr)
+    return 1, res
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="numbook", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     v = sub.add_parser("verify", help="run every check and verify every claim, without building HTML")
     v.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
     v.add_argument("--no-cache", action="store_true", help="run every check even if a cached result exists")
-    v.add_argument("--jobs", type=int, default=0, help="checks run at once (default: one per core)")
+    v.add_argument("--jobs", type=int, default=0, help="checks run at once (default: the plugin's jobs, one per core)")
+    v.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a line on stderr as each check finishes (default: when stderr is a terminal)")
+    r = sub.add_parser("run", help="run one check alone, through the runner's sandbox, and show what it recorded")
+    r.add_argument("check", help="the check, as checks/x.py or x.py")
+    r.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    r.add_argument("--cache", action="store_true", help="use (and fill) the cache instead of always running")
     li = sub.add_parser("lint", help="check the book's structure (IDs, links, sections, unused checks) without "
                                      "running a check")
     li.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
@@ -114,21 +168,42 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("id", help="the new problem's ID, like I.4.B09")
     n.add_argument("title", help="the problem's title, without its ID")
     n.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    f = sub.add_parser("freeze", help="run every requires=cuda check on this GPU and write its frozen result")
+    f.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    f.add_argument("--jobs", type=int, default=1, help="GPU checks run at once (default 1)")
     args = parser.parse_args(argv)
+    try:
+        return _command(args)
+    except ConfigError as exc:
+        print(f"numbook {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _command(args: Any) -> int:
+    root = args.root.resolve()
     if args.command == "lint":
-        faults = lint(args.root.resolve())
+        faults = lint(root)
         for d in faults:
             print(d, file=sys.stderr)
         print(f"lint: {len(faults)} faults")
         return 1 if faults else 0
     if args.command == "new":
-        return _new(args.root.resolve(), args.id, args.title)
+        return _new(root, args.id, args.title)
+    if args.command == "run":
+        return run_check(root, args.check, cache=args.cache)[0]
+    if args.command == "freeze":
+        return _freeze(root, args.jobs)
     if args.command == "verify":
         started = time.perf_counter()
-        diags, results, claims, _ = verify_book(args.root.resolve(), cache=not args.no_cache, jobs=args.jobs)
+        show = sys.stderr.isatty() if args.progress is None else args.progress
+        diags, results, claims, runner = verify_book(root, cache=not args.no_cache, jobs=args.jobs,
+                                                     progress=_print_progress if show else None)
         for d in diags:
             print(d, file=sys.stderr)
         print(_table(results, claims))
+        pruned = runner.prune()
+        if pruned:
+            print(f"cache: pruned {pruned} entries that no check of this build reaches")
         total = sum(claims.values())
         print(f"{len(results)} checks, {total} claims verified, {len(diags)} faults "
               f"in {time.perf_counter() - started:.2f} s")
@@ -136,10 +211,25 @@ def main(argv: list[str] | None = None) -> int:
     return 2  # pragma: no cover
 
 
+def _freeze(root: Path, jobs: int) -> int:
+    """0 frozen, 1 a check failed, 2 refused (no GPU)."""
+    try:
+        written, faults = freeze_book(root, jobs=jobs)
+    except FreezeError as exc:
+        print(f"numbook freeze: refused: {exc}", file=sys.stderr)
+        return 2
+    for f in written:
+        print(f"froze {os.path.relpath(f, root)}")
+    for fault in faults:
+        print(f"numbook freeze: {fault}", file=sys.stderr)
+    print(f"{len(written)} frozen, {len(faults)} failed")
+    return 1 if faults else 0
+
+
 def _new(root: Path, pid: str, title: str) -> int:
     layout = load_layout(root)
     try:
-        made = scaffold(root, pid, title, layout["problems_dir"], layout["checks_dir"])
+        made = scaffold(root, pid, title, layout.problems_dir, layout.checks_dir)
     except ScaffoldError as exc:
         print(f"numbook new: {exc}", file=sys.stderr)
         return 1

@@ -8,13 +8,12 @@ is none, or when the file is no GPU result at all.
 
 A check that declares ``requires=cuda`` runs live only where a GPU answers ``nvidia-smi`` and
 the installed torch can use it; ``NUMBOOK_DEVICE`` alone cannot make a CPU pass for a GPU.
-Frozen results are written by ``python -m numbook.frozen`` (``nox -s freeze``), which refuses
-to run on a machine without such a GPU.
+Frozen results are written by ``numbook freeze`` (``nox -s freeze``; ``python -m numbook.frozen``
+is the same command), which refuses to run on a machine without such a GPU.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -25,11 +24,13 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .result import CheckResult, Status, read_header
+
 if TYPE_CHECKING:
-    from .runner import CheckResult, Runner
+    from .runner import Runner
 
 __all__ = ["FORMAT", "FreezeError", "GpuInfo", "GpuStatus", "frozen_path", "load_frozen", "freeze", "gpu_info",
-           "gpu_status", "cuda_checks", "freeze_book", "main"]
+           "gpu_status", "cuda_checks", "freeze_checks"]
 
 FORMAT = 1                      # the "numbook_frozen" field of a frozen file
 _FIX = "run `nox -s freeze` on a GPU machine"
@@ -113,12 +114,10 @@ def frozen_path(runner: Runner, path: Path) -> Path:
 
 def load_frozen(runner: Runner, path: Path, rel: str, base: CheckResult, reason: str = "") -> CheckResult:
     """The frozen GPU result of a check, or an error result saying why there is none to show."""
-    from .runner import CheckResult
-
     f = frozen_path(runner, path)
     where = runner.rel(f)
     if not f.is_file():
-        base.status = "frozen-missing"
+        base.status = Status.FROZEN_MISSING
         base.stderr = (f"{rel} needs cuda and this build has no usable GPU ({reason or runner.device}); "
                        f"there is no frozen result at {where}: {_FIX}")
         return base
@@ -130,11 +129,11 @@ def load_frozen(runner: Runner, path: Path, rel: str, base: CheckResult, reason:
     except (ValueError, TypeError, AttributeError) as exc:
         problem = f"it cannot be read ({exc})"
     if problem:
-        base.status = "frozen-invalid"
+        base.status = Status.FROZEN_INVALID
         base.stderr = f"{where} is not a frozen GPU result of {rel}: {problem}; {_FIX}"
         return base
     if res.source_hash != base.source_hash:
-        base.status = "frozen-stale"
+        base.status = Status.FROZEN_STALE
         base.stderr = (f"{rel} changed since its frozen GPU result was made: {where} is for source "
                        f"{res.source_hash}, the check is now {base.source_hash} (frozen {res.ran_at} on "
                        f"{res.device}); refresh it with `nox -s freeze` on a GPU machine")
@@ -178,8 +177,6 @@ def freeze(runner: Runner, result: CheckResult) -> Path:
 
 def cuda_checks(runner: Runner) -> list[str]:
     """Every check under ``checks/`` whose header says ``requires=cuda``, relative to the root."""
-    from .runner import read_header
-
     found = []
     for path in sorted(runner.checks_dir.rglob("*.py")):
         parts = path.relative_to(runner.checks_dir).parts
@@ -193,18 +190,12 @@ def cuda_checks(runner: Runner) -> list[str]:
     return found
 
 
-def freeze_book(root: Path, *, jobs: int = 1) -> tuple[list[Path], list[str]]:
-    """Run every GPU check of the book on this machine's GPU and freeze it: (files written, faults).
+def freeze_checks(runner: Runner) -> tuple[list[Path], list[CheckResult]]:
+    """Run every GPU check of the book on this machine's GPU and freeze it: (files written, failed results).
 
-    Raises FreezeError, writing nothing, where no GPU answers or torch cannot use it. The checks run
-    ``jobs`` at a time (one by default, so a measurement does not share the GPU with another).
+    Raises FreezeError, writing nothing, where no GPU answers or torch cannot use it. The runner
+    should have no cache, and run one check at a time so that a measurement has the GPU to itself.
     """
-    from .cli import load_layout
-    from .runner import Runner
-    from .verify import failure_message
-
-    layout = load_layout(root)
-    runner = Runner(root, layout["checks_dir"], None, layout["timeout"], jobs)
     info = gpu_info()
     if info is None:
         raise FreezeError(f"no GPU here: nvidia-smi is missing or answers nothing (this build's device: "
@@ -215,37 +206,16 @@ def freeze_book(root: Path, *, jobs: int = 1) -> tuple[list[Path], list[str]]:
     if not status.usable:
         raise FreezeError(f"{status.reason}: install a CUDA build of torch; nothing was frozen")
     written: list[Path] = []
-    faults: list[str] = []
-    for name, res in runner.run_many(cuda_checks(runner)).items():
+    failed: list[CheckResult] = []
+    for res in runner.run_many(cuda_checks(runner)).values():
         if res.ok and res.device.startswith("cuda"):
             written.append(freeze(runner, res))
         else:
-            faults.append(failure_message(res, name)[0] or f"{name}: {res.status}")
-    return written, faults
+            failed.append(res)
+    return written, failed
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m numbook.frozen [--root DIR]``: 0 frozen, 1 a check failed, 2 refused (no GPU)."""
-    parser = argparse.ArgumentParser(prog="python -m numbook.frozen",
-                                     description="Run every requires=cuda check on this GPU and freeze its result.")
-    parser.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
-    parser.add_argument("--jobs", type=int, default=1, help="GPU checks run at once (default 1)")
-    args = parser.parse_args(argv)
-    root = args.root.resolve()
-    try:
-        written, faults = freeze_book(root, jobs=args.jobs)
-    except FreezeError as exc:
-        print(f"numbook freeze: refused: {exc}", file=sys.stderr)
-        return 2
-    for f in written:
-        print(f"froze {os.path.relpath(f, root)}")
-    for fault in faults:
-        print(f"numbook freeze: {fault}", file=sys.stderr)
-    print(f"{len(written)} frozen, {len(faults)} failed")
-    return 1 if faults else 0
+if __name__ == "__main__":  # pragma: no cover  (`python -m numbook.frozen` is `numbook freeze`)
+    from numbook.cli import main as _main
 
-
-if __name__ == "__main__":  # pragma: no cover
-    from numbook.frozen import main as _main  # the one module the runner imports, not a second copy as __main__
-
-    sys.exit(_main())
+    sys.exit(_main(["freeze", *sys.argv[1:]]))

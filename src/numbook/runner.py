@@ -1,18 +1,26 @@
-"""Run check scripts: one subprocess per check, with a timeout, a cache and a thread pool.
+"""Run check scripts: one sandboxed subprocess per check, with a timeout, a memory limit, a cache and a pool.
 
-A result is keyed by a hash of everything that can change it: the check's source, the
-project modules it imports (transitively), the Python/torch/numpy versions and the device.
-The same key is never run twice in one process, and a result on disk under the cache
-directory is reused by the next build.
+Each check runs under ``python -m numbook.sandbox`` (see there): in a scratch directory, with a
+scrubbed environment, a memory limit, no network, no writes outside the scratch directory, and a
+record of every project file it read.
+
+The cache has two phases. The *first key* hashes what is known before a run: the check's path and
+source, the values of the environment variables its header declares (and of the thread settings),
+the Python/torch/numpy versions, the device, its timeout and memory limit, and the cache format.
+It names one cache entry, which lists every project file the run read with the hash of its
+content; the entry serves a build only while every one of those files still has that hash (a
+deleted file invalidates it too). Failed runs (error, timeout, out of memory) are cached the same
+way: they are not re-run until something they depend on changes. Paths are relative to the
+project root, so a copy of the project keeps its cache. The same first key never runs twice in one
+process.
 """
 
 from __future__ import annotations
 
-import ast
+import contextlib
 import datetime as _dt
 import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import os
 import platform
@@ -24,100 +32,38 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any
 
+from . import sandbox
 from .check import RESULT_ENV
+from .result import (
+    DEFAULT_MEMORY,
+    FAILED,
+    CheckHeader,
+    CheckResult,
+    Status,
+    read_header,
+)
 
-__all__ = ["CheckResult", "Runner", "CheckHeader", "read_header", "detect_device"]
+__all__ = ["CheckResult", "CheckHeader", "Status", "Runner", "Progress", "read_header", "detect_device",
+           "DEFAULT_MEMORY", "CACHE_VERSION"]
 
-_HEADER = re.compile(r"^#\s*numbook:\s*(.+)$", re.MULTILINE)
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
 
+# passed to a check unchanged and not keyed: where things are, not what a result depends on
+_PASSED = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
+           "SYSTEMROOT", "CUDA_HOME", "CUDA_PATH"}
+# passed and keyed: settings that can change what a check computes or measures
+_KEYED = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
+          "VECLIB_MAXIMUM_THREADS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG"}
+_OOM = re.compile(r"MemoryError|DefaultCPUAllocator: can't allocate memory|Unable to allocate|std::bad_alloc|"
+                  r"Cannot allocate memory")
 
-@dataclass(frozen=True)
-class CheckHeader:
-    """What a check declares in a ``# numbook: requires=cuda, timeout=120, alone`` comment."""
-
-    requires: str = "cpu"
-    timeout: float | None = None
-    alone: bool = False  # a measuring check: run it by itself, after the others, not sharing the cores
-
-
-def read_header(source: str) -> CheckHeader:
-    """Parse the optional ``# numbook:`` header comment of a check."""
-    requires, timeout, alone = "cpu", None, False
-    for m in _HEADER.finditer(source):
-        for part in m.group(1).split(","):
-            key, _, val = part.partition("=")
-            key, val = key.strip(), val.strip()
-            if key == "alone" and not val:
-                alone = True
-            elif key == "requires":
-                if val not in ("cpu", "cuda"):
-                    raise ValueError(f"requires={val!r}: use cpu or cuda")
-                requires = val
-            elif key == "timeout":
-                timeout = float(val)
-            else:
-                raise ValueError(f"unknown numbook header key {key!r} (known: requires, timeout, alone)")
-    return CheckHeader(requires, timeout, alone)
-
-
-@dataclass
-class CheckResult:
-    """The outcome of one run of one check."""
-
-    check: str                      # path relative to the project root, e.g. checks/x.py
-    status: str                     # ok | error | timeout | missing | frozen-missing | frozen-stale | frozen-invalid
-    stdout: str = ""
-    stderr: str = ""
-    returncode: int | None = None
-    inputs: dict[str, Any] = field(default_factory=dict)
-    values: dict[str, Any] = field(default_factory=dict)
-    sanity: dict[str, Any] = field(default_factory=dict)
-    figures: dict[str, Any] = field(default_factory=dict)   # name -> {caption, svg}
-    lines: dict[str, int] = field(default_factory=dict)
-    requires: str = "cpu"
-    device: str = ""
-    driver: str = ""                # the GPU driver (nvidia-smi) where a cuda check ran on a GPU
-    versions: dict[str, str] = field(default_factory=dict)
-    elapsed_s: float = 0.0
-    cpu_s: float | None = None      # CPU seconds the check's process used (all threads)
-    ran_at: str = ""
-    key: str = ""
-    source_hash: str = ""
-    cached: bool = False
-    frozen: bool = False
-    timeout_s: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-    def lookup(self, name: str) -> tuple[bool, Any]:
-        """Find a recorded value or input by name."""
-        if name in self.values:
-            return True, self.values[name]
-        if name in self.inputs:
-            return True, self.inputs[name]
-        return False, None
-
-    def traceback_excerpt(self, limit: int = 12) -> str:
-        """The last lines of the check's stderr (its traceback), indented."""
-        lines = [ln for ln in self.stderr.rstrip().splitlines() if ln.strip()]
-        return "\n".join("    " + ln for ln in lines[-limit:])
-
-    def stamp(self) -> str:
-        """One line of provenance: device (and GPU driver), versions, run time, date; a frozen one its source hash."""
-        vers = " · ".join(f"{k} {v}" for k, v in self.versions.items())
-        how = "not run for this build" if self.frozen else ("from cache" if self.cached else "ran for this build")
-        device = f"{self.device} · driver {self.driver}" if self.driver else self.device
-        source = f" · source {self.source_hash}" if self.frozen else ""
-        cpu = f" ({self.cpu_s:.2f} s CPU)" if self.cpu_s is not None else ""
-        return f"{device} · {vers} · {self.elapsed_s:.2f} s{cpu} · {self.ran_at}{source} · {how}"
+Progress = Callable[[int, int, CheckResult, list[str]], None]
+"""``progress(done, total, result, still_running)``: called as each check of ``run_many`` finishes."""
 
 
 def detect_device() -> str:
@@ -146,63 +92,31 @@ def _versions() -> dict[str, str]:
     return out
 
 
-_IMPORTS: dict[tuple[Path, int, int], list[str]] = {}
-
-
-def _imported_names(path: Path) -> list[str]:
-    """Module names a file imports (absolute imports), parsed once per version of the file."""
-    st = path.stat()
-    key = (path, st.st_mtime_ns, st.st_size)
-    if key not in _IMPORTS:
-        names: list[str] = []
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        except SyntaxError:
-            tree = ast.Module(body=[], type_ignores=[])
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names += [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.append(node.module)
-                names += [f"{node.module}.{a.name}" for a in node.names]
-        _IMPORTS[key] = names
-    return _IMPORTS[key]
-
-
-def _project_imports(path: Path, search: list[Path], seen: set[Path]) -> None:
-    """Add to ``seen`` every project file ``path`` imports, transitively."""
-    if path in seen or not path.is_file():
-        return
-    seen.add(path)
-    for name in _imported_names(path):
-        rel = Path(*name.split("."))
-        for base in search:
-            for cand in (base / rel.with_suffix(".py"), base / rel / "__init__.py"):
-                if cand.is_file():
-                    _project_imports(cand.resolve(), search, seen)
+_MACHINERY = hashlib.sha256(Path(sandbox.__file__).read_bytes()).hexdigest()[:20]   # how checks are run
 
 
 class Runner:
     """Runs checks for one project; thread-safe; one run per key per process."""
 
     def __init__(self, root: Path, checks_dir: str = "checks", cache_dir: str | None = ".cache/numbook",
-                 timeout: float = 120.0, jobs: int = 0, execute: bool = True) -> None:
+                 timeout: float = 120.0, jobs: int = 0, execute: bool = True, *,
+                 memory: int | None = DEFAULT_MEMORY) -> None:
         self.root = root.resolve()
         self.checks_dir = self.root / checks_dir
         self.cache_dir = (self.root / cache_dir) if cache_dir else None
         self.timeout = timeout
         self.jobs = jobs or os.cpu_count() or 1
         self.execute = execute
+        self.memory = memory
         self.device = detect_device()
         self.versions = _versions()
+        self.keys: set[str] = set()            # every first key this runner computed: what pruning keeps
         self._memo: dict[str, CheckResult] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
-        spec = importlib.util.find_spec("numbook")
-        pkg_parent = Path(spec.origin).parent.parent if spec and spec.origin else self.root / "src"
-        self._search = [self.checks_dir, pkg_parent]
+        self._hashes: dict[tuple[str, int, int, int], str | None] = {}
 
-    # -- keys ----------------------------------------------------------------------------
+    # -- names ---------------------------------------------------------------------------
     def resolve(self, check: str) -> Path:
         """The path of a check named relative to ``checks/`` (or to the root)."""
         p = Path(check)
@@ -216,25 +130,35 @@ class Runner:
         except ValueError:
             return str(path)
 
-    def _import_name(self, f: Path) -> str:
-        """A file's name as its import sees it (``numbook/check.py``), the same in any copy of the project."""
-        for base in self._search:
-            try:
-                return f.resolve().relative_to(base.resolve()).as_posix()
-            except ValueError:
-                continue
-        return self.rel(f)
+    # -- keys ----------------------------------------------------------------------------
+    def memory_limit(self, header: CheckHeader) -> int | None:
+        """Bytes the check may use: its header's ``memory=``, else the runner's limit."""
+        return self.memory if header.memory == "default" else header.memory  # type: ignore[return-value]
 
-    def key(self, path: Path) -> tuple[str, str]:
-        """(cache key, hash of the check's own source)."""
-        files: set[Path] = set()
-        _project_imports(path.resolve(), self._search, files)
-        h = hashlib.sha256()
-        own = hashlib.sha256(path.read_bytes()).hexdigest()
-        for f in sorted(files):
-            h.update(self._import_name(f).encode() + b"\0" + f.read_bytes() + b"\0")
-        h.update(json.dumps([CACHE_VERSION, self.versions, self.device], sort_keys=True).encode())
-        return h.hexdigest()[:20], own[:20]
+    def key(self, path: Path, header: CheckHeader | None = None) -> tuple[str, str]:
+        """(first cache key, hash of the check's own source)."""
+        source = path.read_bytes()
+        own = hashlib.sha256(source).hexdigest()
+        if header is None:
+            header = read_header(source.decode("utf-8"))
+        declared = {name: os.environ.get(name) for name in header.env}
+        settings = {name: os.environ[name] for name in sorted(_KEYED) if name in os.environ}
+        parts = [CACHE_VERSION, _MACHINERY, self.rel(path), own, declared, settings, self.versions, self.device,
+                 header.timeout or self.timeout, self.memory_limit(header), header.requires]
+        key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
+        return key, own[:20]
+
+    def file_hash(self, rel: str) -> str | None:
+        """The hash of a project file as the sandbox records it; None where it does not exist."""
+        path = self.root / rel
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        stamp = (rel, st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp not in self._hashes:
+            self._hashes[stamp] = sandbox.file_hash(str(path))
+        return self._hashes[stamp]
 
     # -- running -------------------------------------------------------------------------
     def result(self, check: str) -> CheckResult:
@@ -242,15 +166,16 @@ class Runner:
         path = self.resolve(check)
         rel = self.rel(path)
         if not path.is_file():
-            return CheckResult(rel, "missing")
+            return CheckResult(rel, Status.MISSING)
         if not self.execute:  # the floor of a build: no check runs and no cached result is shown
-            return CheckResult(rel, "skipped")
+            return CheckResult(rel, Status.SKIPPED)
         try:
             header = read_header(path.read_text(encoding="utf-8"))
         except ValueError as exc:
-            return CheckResult(rel, "error", stderr=f"{rel}: {exc}")
-        key, own = self.key(path)
+            return CheckResult(rel, Status.ERROR, stderr=f"{rel}: {exc}")
+        key, own = self.key(path, header)
         with self._guard:
+            self.keys.add(key)
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
             if key in self._memo:
@@ -259,15 +184,40 @@ class Runner:
             self._memo[key] = res
             return res
 
-    def run_many(self, checks: list[str]) -> dict[str, CheckResult]:
-        """Results of many checks: run in parallel across ``jobs`` workers, then the ``alone`` ones one by one."""
+    def run_many(self, checks: list[str], *, progress: Progress | None = None) -> dict[str, CheckResult]:
+        """Results of many checks: run in parallel across ``jobs`` workers, then the ``alone`` ones one by one.
+
+        ``progress(done, total, result, still_running)`` is called as each check finishes.
+        """
         unique = sorted(set(checks))
         alone = [c for c in unique if self._alone(c)]
         shared = [c for c in unique if c not in alone]
+        running: list[str] = []
+        done = 0
+        lock = threading.Lock()
+
+        def one(c: str) -> CheckResult:
+            nonlocal done
+            with lock:
+                running.append(c)
+            try:
+                res = self.result(c)
+            finally:
+                with lock:
+                    running.remove(c)
+            if progress is not None:
+                with lock:
+                    done += 1
+                    progress(done, len(unique), res, list(running))
+            return res
+
+        out: dict[str, CheckResult] = {}
         with ThreadPoolExecutor(max_workers=max(1, min(self.jobs, len(shared) or 1))) as pool:
-            out = dict(zip(shared, pool.map(self.result, shared), strict=True))
+            futures = {pool.submit(one, c): c for c in shared}
+            for fut in as_completed(futures):
+                out[futures[fut]] = fut.result()
         for c in alone:
-            out[c] = self.result(c)
+            out[c] = one(c)
         return {c: out[c] for c in unique}
 
     def _alone(self, check: str) -> bool:
@@ -277,32 +227,83 @@ class Runner:
         except ValueError:
             return False
 
+    # -- the cache -----------------------------------------------------------------------
     def _from_disk(self, key: str) -> CheckResult | None:
+        """The cached result under ``key``, if every file its run read still has the hash it had."""
         if self.cache_dir is None:
             return None
         f = self.cache_dir / f"{key}.json"
         if not f.is_file():
             return None
+        known = {fl.name for fl in fields(CheckResult)}
         try:
             data = json.loads(f.read_text(encoding="utf-8"))
-            res = CheckResult(**data)
+            res = CheckResult(**{k: v for k, v in data.items() if k in known})
         except (ValueError, TypeError):
+            return None
+        if data.get("cache_version") != CACHE_VERSION or res.key != key:
+            return None
+        if any(self.file_hash(rel) != digest for rel, digest in res.reads.items()):
             return None
         res.cached = True
         return res
 
     def _to_disk(self, res: CheckResult) -> None:
-        if self.cache_dir is None or not res.ok or res.frozen:
+        if self.cache_dir is None or res.frozen or res.status not in FAILED | {Status.OK}:
             return
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.cache_dir / f".{res.key}.{os.getpid()}.{threading.get_ident()}.tmp"
-        tmp.write_text(json.dumps(asdict(res)), encoding="utf-8")
+        data = asdict(res)
+        data["cache_version"] = CACHE_VERSION
+        tmp.write_text(json.dumps(data), encoding="utf-8")
         tmp.replace(self.cache_dir / f"{res.key}.json")
+
+    def prune(self) -> int:
+        """Remove every cache entry whose first key no check of this runner computed; how many were removed."""
+        if self.cache_dir is None or not self.cache_dir.is_dir():
+            return 0
+        with self._guard:
+            keep = set(self.keys)
+        pruned = 0
+        for f in self.cache_dir.glob("*.json"):
+            if f.stem not in keep:
+                f.unlink(missing_ok=True)
+                pruned += 1
+        return pruned
+
+    # -- one run -------------------------------------------------------------------------
+    def _env(self, header: CheckHeader, scratch: Path, rel: str, limit: int | None) -> dict[str, str]:
+        """The check's environment: the scrubbed parent's, what its header declares, and the runner's."""
+        env = {k: v for k, v in os.environ.items() if k in _PASSED or k in _KEYED or k.startswith("LC_")}
+        env.update({name: os.environ[name] for name in header.env if name in os.environ})
+        tmp = scratch / "tmp"
+        env.update({
+            RESULT_ENV: str(scratch / "result.json"),
+            "PYTHONHASHSEED": "0",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "NUMBOOK_DEVICE": self.device,
+            "TMPDIR": str(tmp), "TEMP": str(tmp), "TMP": str(tmp),
+            "MPLCONFIGDIR": str(scratch / "matplotlib"),
+            "XDG_CACHE_HOME": str(scratch / "cache"),
+            "XDG_CONFIG_HOME": str(scratch / "config"),
+            "TORCHINDUCTOR_CACHE_DIR": str(scratch / "cache" / "torchinductor"),
+            "TRITON_CACHE_DIR": str(scratch / "cache" / "triton"),
+            "TORCH_HOME": str(scratch / "cache" / "torch"),
+            sandbox.ROOT_ENV: str(self.root),
+            sandbox.SCRATCH_ENV: str(scratch),
+            sandbox.READS_ENV: str(scratch / "reads.txt"),
+            sandbox.MEMORY_ENV: "" if limit is None else str(limit),
+            sandbox.LIMIT_KIND_ENV: "data" if header.requires == "cuda" else "as",
+            sandbox.CHECK_ENV: rel,
+        })
+        return env
 
     def _run(self, path: Path, rel: str, header: CheckHeader, key: str, own: str) -> CheckResult:
         timeout = header.timeout or self.timeout
-        base = CheckResult(rel, "error", requires=header.requires, device=self.device, versions=self.versions,
-                           key=key, source_hash=own, timeout_s=timeout)
+        limit = self.memory_limit(header)
+        base = CheckResult(rel, Status.ERROR, requires=header.requires, device=self.device, versions=self.versions,
+                           key=key, source_hash=own, timeout_s=timeout, memory_limit=limit)
         if header.requires == "cuda":  # live only on a GPU torch can use; elsewhere its frozen GPU result
             from .frozen import gpu_status, load_frozen
 
@@ -311,39 +312,65 @@ class Runner:
                 return load_frozen(self, path, rel, base, gpu.reason)
             base.driver = gpu.driver
         with tempfile.TemporaryDirectory(prefix="numbook-") as tmp:
-            out_json = Path(tmp) / "result.json"
-            env = dict(os.environ)
-            env[RESULT_ENV] = str(out_json)
-            env["PYTHONHASHSEED"] = "0"
-            env["PYTHONUNBUFFERED"] = "1"
-            env["NUMBOOK_DEVICE"] = self.device
+            scratch = Path(tmp).resolve()
+            for sub in ("work", "tmp"):
+                (scratch / sub).mkdir()
             started = time.perf_counter()
             base.ran_at = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
             proc = subprocess.Popen(
-                [sys.executable, "-X", "utf8", str(path)], cwd=tmp, env=env, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace", start_new_session=True,
+                [sys.executable, "-X", "utf8", "-m", "numbook.sandbox", str(path)], cwd=scratch / "work",
+                env=self._env(header, scratch, rel, limit), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                text=True, encoding="utf-8", errors="replace", start_new_session=True,
             )
             try:
                 stdout, stderr = proc.communicate(timeout=timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+                _kill_group(proc.pid)
                 stdout, stderr = proc.communicate()
-                base.status, base.stdout, base.stderr = "timeout", stdout, stderr
-                base.elapsed_s = time.perf_counter() - started
-                return base
+                base.status = Status.TIMEOUT
+            _kill_group(proc.pid)   # whatever the check left running in its session
             base.elapsed_s = time.perf_counter() - started
-            base.stdout, base.stderr, base.returncode = stdout, stderr, proc.returncode
-            if proc.returncode != 0:
-                return base
-            try:
-                data = json.loads(out_json.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
-                base.stderr += f"\n{rel} did not write its values: does it import numbook.check?"
-                return base
-        base.status = "ok"
+            base.stdout, base.stderr = stdout, stderr
+            base.returncode = None if base.status == Status.TIMEOUT else proc.returncode
+            base.reads = _read_list(scratch / "reads.txt")
+            if base.status != Status.TIMEOUT:
+                self._finish(base, scratch / "result.json")
+        self._to_disk(base)
+        return base
+
+    def _finish(self, base: CheckResult, out_json: Path) -> None:
+        """Set the status and records of a run that ended by itself."""
+        if base.returncode != 0:
+            last = base.stderr.strip().splitlines()[-1] if base.stderr.strip() else ""
+            if base.memory_limit is not None and _OOM.search(last):
+                base.status = Status.OUT_OF_MEMORY
+            return
+        try:
+            data = json.loads(out_json.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            base.stderr += f"\n{base.check} did not write its values: does it import numbook.check?"
+            return
+        base.status = Status.OK
         base.inputs, base.values = data["inputs"], data["values"]
         base.figures = data.get("figures", {})
         base.cpu_s = data.get("cpu_s")
         base.sanity, base.lines = data["sanity"], data["lines"]
-        self._to_disk(base)
-        return base
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _read_list(path: Path) -> dict[str, str | None]:
+    """The files a run read, as the sandbox listed them: {path relative to the root: hash or None}."""
+    out: dict[str, str | None] = {}
+    try:
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        digest, sep, rel = line.partition("\t")
+        if sep:
+            out[Path(rel).as_posix()] = None if digest == "-" else digest
+    return dict(sorted(out.items()))

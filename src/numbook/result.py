@@ -1,0 +1,174 @@
+"""What a check run produces and what a check declares: statuses, results and the header comment.
+
+This module imports nothing else of numbook, so the runner, the frozen results, the verifier and
+the plugin can all depend on it without a circle.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Status", "CheckResult", "CheckHeader", "read_header", "parse_memory", "format_bytes",
+           "DEFAULT_MEMORY", "FAILED"]
+
+
+class Status(enum.StrEnum):
+    """The status of a check's result; a ``str``, so ``res.status == "ok"`` holds."""
+
+    OK = "ok"
+    ERROR = "error"                     # the check raised, exited non-zero or recorded nothing
+    TIMEOUT = "timeout"                 # it ran past its timeout and was stopped
+    OUT_OF_MEMORY = "out-of-memory"     # it ran past its memory limit
+    MISSING = "missing"                 # the check file does not exist
+    SKIPPED = "skipped"                 # the build runs no check (execute: false)
+    FROZEN_MISSING = "frozen-missing"   # a GPU check on a build without a GPU, and no frozen result
+    FROZEN_STALE = "frozen-stale"       # its frozen result is older than its source
+    FROZEN_INVALID = "frozen-invalid"   # its frozen file is no GPU result of the check
+
+
+FAILED = frozenset({Status.ERROR, Status.TIMEOUT, Status.OUT_OF_MEMORY})   # a run that failed (and is cached)
+
+DEFAULT_MEMORY = 8 * 2**30      # bytes a check may use: two parallel checks fit a 24 GiB machine
+
+_HEADER = re.compile(r"^#\s*numbook:\s*(.+)$", re.MULTILINE)
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30,
+          "t": 2**40, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+KNOWN_KEYS = "requires, timeout, alone, memory, env"
+
+
+def parse_memory(text: str) -> int | None:
+    """Bytes from ``16GiB``, ``512 MiB``, ``8G`` (binary) or ``20GB`` (decimal); None for ``none``."""
+    if text.strip().lower() in ("none", "unlimited"):
+        return None
+    m = _SIZE.match(text)
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in _UNITS:
+        raise ValueError(f"memory={text!r}: use a size like 16GiB, 512MiB or none")
+    return int(float(m.group(1)) * _UNITS[unit])
+
+
+def format_bytes(n: int | None) -> str:
+    """``8 GiB``, ``1.5 GiB``, ``512 MiB``; ``no limit`` for None."""
+    if n is None:
+        return "no limit"
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n} B"
+
+
+@dataclass(frozen=True)
+class CheckHeader:
+    """What a check declares in a ``# numbook: requires=cuda, timeout=120, alone, memory=16GiB, env=A,B`` comment."""
+
+    requires: str = "cpu"
+    timeout: float | None = None
+    alone: bool = False  # a measuring check: run it by itself, after the others, not sharing the cores
+    memory: int | None | str = "default"   # bytes; None for no limit; "default" for the runner's limit
+    env: tuple[str, ...] = ()               # environment variables the check reads: passed to it, and keyed
+
+
+def read_header(source: str) -> CheckHeader:
+    """Parse the optional ``# numbook:`` header comment of a check."""
+    requires, timeout, alone = "cpu", None, False
+    memory: int | None | str = "default"
+    env: list[str] = []
+    for m in _HEADER.finditer(source):
+        in_env = False
+        for part in m.group(1).split(","):
+            key, eq, val = part.partition("=")
+            key, val = key.strip(), val.strip()
+            if not eq and in_env and key and key != "alone":   # env=A,B: B continues the list
+                if not _ENV_NAME.match(key):
+                    raise ValueError(f"env: {key!r} is no environment variable name")
+                env.append(key)
+                continue
+            in_env = False
+            if key == "alone" and not val:
+                alone = True
+            elif key == "requires":
+                if val not in ("cpu", "cuda"):
+                    raise ValueError(f"requires={val!r}: use cpu or cuda")
+                requires = val
+            elif key == "timeout":
+                timeout = float(val)
+            elif key == "memory":
+                memory = parse_memory(val)
+            elif key == "env":
+                for name in val.split():
+                    if not _ENV_NAME.match(name):
+                        raise ValueError(f"env: {name!r} is no environment variable name")
+                    env.append(name)
+                in_env = True
+            else:
+                raise ValueError(f"unknown numbook header key {key!r} (known: {KNOWN_KEYS})")
+    return CheckHeader(requires, timeout, alone, memory, tuple(dict.fromkeys(env)))
+
+
+@dataclass
+class CheckResult:
+    """The outcome of one run of one check."""
+
+    check: str                      # path relative to the project root, e.g. checks/x.py
+    status: str                     # a Status (a str): ok | error | timeout | out-of-memory | missing | ...
+    stdout: str = ""
+    stderr: str = ""
+    returncode: int | None = None
+    inputs: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
+    sanity: dict[str, Any] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)   # name -> {caption, svg}
+    lines: dict[str, int] = field(default_factory=dict)
+    requires: str = "cpu"
+    device: str = ""
+    driver: str = ""                # the GPU driver (nvidia-smi) where a cuda check ran on a GPU
+    versions: dict[str, str] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+    cpu_s: float | None = None      # CPU seconds the check's process used (all threads)
+    ran_at: str = ""
+    key: str = ""                   # the first cache key (source, declared env, versions, device, limits)
+    source_hash: str = ""
+    cached: bool = False
+    frozen: bool = False
+    timeout_s: float = 0.0
+    memory_limit: int | None = None                       # bytes the check could use; None: no limit
+    reads: dict[str, str | None] = field(default_factory=dict)  # project file read -> its hash (None: absent)
+
+    def __post_init__(self) -> None:
+        self.status = Status(self.status)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    def lookup(self, name: str) -> tuple[bool, Any]:
+        """Find a recorded value or input by name."""
+        if name in self.values:
+            return True, self.values[name]
+        if name in self.inputs:
+            return True, self.inputs[name]
+        return False, None
+
+    def traceback_excerpt(self, limit: int = 12) -> str:
+        """The last lines of the check's stderr (its traceback), indented."""
+        lines = [ln for ln in self.stderr.rstrip().splitlines() if ln.strip()]
+        return "\n".join("    " + ln for ln in lines[-limit:])
+
+    def memory_message(self) -> str:
+        """The first line of an out-of-memory failure."""
+        return (f"check '{self.check}' ran out of memory: it may use {format_bytes(self.memory_limit)} "
+                "(raise it with a '# numbook: memory=…' line in the check)")
+
+    def stamp(self) -> str:
+        """One line of provenance: device (and GPU driver), versions, run time, date; a frozen one its source hash."""
+        vers = " · ".join(f"{k} {v}" for k, v in self.versions.items())
+        how = "not run for this build" if self.frozen else ("from cache" if self.cached else "ran for this build")
+        device = f"{self.device} · driver {self.driver}" if self.driver else self.device
+        source = f" · source {self.source_hash}" if self.frozen else ""
+        cpu = f" ({self.cpu_s:.2f} s CPU)" if self.cpu_s is not None else ""
+        return f"{device} · {vers} · {self.elapsed_s:.2f} s{cpu} · {self.ran_at}{source} · {how}"

@@ -6,10 +6,10 @@ conventions tools differ on: TPOT with or without the first token, ITL per token
 nearest-rank or linear percentiles, request- or token-weighted means.
 """
 
+from numbook.check import given, sanity, value
 from servebench import metrics as m
 from servebench.summary import CONVENTIONS, summarize
 from servebench.trace import RequestTrace
-from numbook.check import given, sanity, value
 
 MS = 1e-3
 

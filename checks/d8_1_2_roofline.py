@@ -11,6 +11,7 @@ import time
 
 import torch
 
+from numbook.check import given, sanity, value
 from servebench import (
     DecoderLM,
     critical_decode_batch,
@@ -27,7 +28,6 @@ from servebench import (
 )
 from servebench.ceilings import copy_bandwidth, matmul_flops
 from servebench.textplot import bars
-from numbook.check import given, sanity, value
 
 torch.set_num_threads(1)
 

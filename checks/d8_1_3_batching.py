@@ -9,11 +9,11 @@ on the real CPU-sized model, measured, with a check that batching never changes 
 
 import torch
 
+from numbook.check import given, sanity, value
 from servebench import ClosedLoop, DecoderLM, Linear, OpenLoop, generate, make_requests, preset, serve, simulate
 from servebench import metrics as m
 from servebench.summary import summarize
 from servebench.textplot import bars, scatter
-from numbook.check import given, sanity, value
 
 torch.set_num_threads(1)
 MS = 1e-3

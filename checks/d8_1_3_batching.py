@@ -1,7 +1,7 @@
 # numbook: timeout=300, alone
 """8.1.3 — Batch shape and concurrency.
 
-First on a simulated clock (numbook.bench.simulate: the real scheduler, a stated cost model), so
+First on a simulated clock (servebench.simulate: the real scheduler, a stated cost model), so
 every number is exact: static against continuous batching at one concurrency, a closed-loop
 concurrency sweep, and open-loop Poisson arrivals. Then the same static/continuous comparison
 on the real CPU-sized model, measured, with a check that batching never changes a greedy token.
@@ -9,11 +9,11 @@ on the real CPU-sized model, measured, with a check that batching never changes 
 
 import torch
 
-from numbook.bench import ClosedLoop, DecoderLM, Linear, OpenLoop, generate, make_requests, preset, serve, simulate
-from numbook.bench import metrics as m
-from numbook.bench.summary import summarize
-from numbook.bench.textplot import bars, scatter
 from numbook.check import given, sanity, value
+from servebench import ClosedLoop, DecoderLM, Linear, OpenLoop, generate, make_requests, preset, serve, simulate
+from servebench import metrics as m
+from servebench.summary import summarize
+from servebench.textplot import bars, scatter
 
 torch.set_num_threads(1)
 MS = 1e-3

@@ -1,7 +1,7 @@
 # numbook: timeout=600, alone
-"""8.1.4 — The benchmark report: one whole run of `python -m numbook.bench --config cpu`.
+"""8.1.4 — The benchmark report: one whole run of `python -m servebench --config cpu`.
 
-Runs numbook.bench.run_report on the "cpu" preset (the same code the CLI runs), prints the
+Runs servebench.run_report on the "cpu" preset (the same code the CLI runs), prints the
 report's tables and text plots, and records the figures the page states. Measured numbers are
 stated on the page only as bounds that hold on any machine; the exact values of this build are
 in the printed output.
@@ -11,9 +11,9 @@ import json
 
 import matplotlib
 
-from numbook.bench import kv_cache_bytes, param_count, preset, run_report, weight_bytes
-from numbook.bench.textplot import bars, scatter
 from numbook.check import figure, given, sanity, value
+from servebench import kv_cache_bytes, param_count, preset, run_report, weight_bytes
+from servebench.textplot import bars, scatter
 
 matplotlib.use("Agg")  # no display: figures are written as SVG into the result
 import matplotlib.pyplot as plt  # noqa: E402

@@ -1,4 +1,4 @@
-"""The serving harness of numbook.bench: scheduling, load, the tiny model, memory, quality, CLI."""
+"""The serving harness of servebench: scheduling, load, the tiny model, memory, quality, CLI."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from numbook.bench import (
+from servebench import (
     ClosedLoop,
     DecoderLM,
     LogitsModel,
@@ -31,7 +31,7 @@ from numbook.bench import (
     serve,
     weight_bytes,
 )
-from numbook.bench.cli import main
+from servebench.cli import main
 
 TINY = preset("tiny").model
 
@@ -281,7 +281,7 @@ def test_gpu_config_without_cuda_says_so(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_simulated_clock_static_vs_continuous() -> None:
-    from numbook.bench import Linear, simulate
+    from servebench import Linear, simulate
 
     reqs = specs(2, 6, 2, 6)
     cost = {"prefill_s": Linear(0.0, 0.01), "decode_s": Linear(0.02, 0.005)}  # 30 ms, 20 + 5 B ms

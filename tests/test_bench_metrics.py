@@ -1,13 +1,13 @@
-"""Metrics of numbook.bench against traces checked by hand."""
+"""Metrics of servebench against traces checked by hand."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from numbook.bench import metrics as m
-from numbook.bench.summary import BOOK, CONVENTIONS, Convention, distribution, summarize
-from numbook.bench.trace import RequestTrace, trace_from_dicts, trace_to_dicts
+from servebench import metrics as m
+from servebench.summary import BOOK, CONVENTIONS, Convention, distribution, summarize
+from servebench.trace import RequestTrace, trace_from_dicts, trace_to_dicts
 
 approx = pytest.approx
 

@@ -1,10 +1,10 @@
-"""Roofline and memory arithmetic of numbook.bench, checked by hand on a small config."""
+"""Roofline and memory arithmetic of servebench, checked by hand on a small config."""
 
 from __future__ import annotations
 
 import pytest
 
-from numbook.bench import (
+from servebench import (
     ModelConfig,
     critical_decode_batch,
     decode_cost,

@@ -1,11 +1,11 @@
-"""Text plots and timing helpers of numbook.bench."""
+"""Text plots and timing helpers of servebench."""
 
 from __future__ import annotations
 
 import torch
 
-from numbook.bench.ceilings import best_time, median_time
-from numbook.bench.textplot import bars, scatter
+from servebench.ceilings import best_time, median_time
+from servebench.textplot import bars, scatter
 
 
 def test_bars_scale_to_the_largest() -> None:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from numbook.bench.config import DType, ModelConfig, dtype_bytes
+from servebench.config import DType, ModelConfig, dtype_bytes
 
 __all__ = ["DecoderLM", "KVCache", "torch_dtype"]
 
@@ -63,7 +63,7 @@ class _Layer:
 
 
 class DecoderLM:
-    """The built-in model; implements :class:`~numbook.bench.protocol.LogitsModel`."""
+    """The built-in model; implements :class:`~servebench.protocol.LogitsModel`."""
 
     def __init__(self, cfg: ModelConfig, *, dtype: DType = "fp32", device: str = "cpu", max_slots: int = 1) -> None:
         if max_slots < 1:

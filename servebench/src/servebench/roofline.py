@@ -23,8 +23,8 @@ import math
 from dataclasses import dataclass
 from fractions import Fraction
 
-from numbook.bench.config import ModelConfig, dtype_bytes
-from numbook.bench.memory import kv_bytes_per_token, matmul_params
+from servebench.config import ModelConfig, dtype_bytes
+from servebench.memory import kv_bytes_per_token, matmul_params
 
 __all__ = [
     "StepCost",

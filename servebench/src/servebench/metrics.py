@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Literal
 
-from numbook.bench.trace import RequestTrace
+from servebench.trace import RequestTrace
 
 __all__ = [
     "Method",

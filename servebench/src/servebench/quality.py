@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from numbook.bench.protocol import LogitsModel
+from servebench.protocol import LogitsModel
 
 __all__ = ["Invariance", "Agreement", "generate", "batch_invariance", "dtype_agreement"]
 

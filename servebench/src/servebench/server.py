@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from numbook.bench.protocol import ServedModel
-from numbook.bench.trace import RequestTrace
-from numbook.bench.workload import RequestSpec, Workload
+from servebench.protocol import ServedModel
+from servebench.trace import RequestTrace
+from servebench.workload import RequestSpec, Workload
 
 __all__ = ["Mode", "serve"]
 

@@ -3,14 +3,14 @@
 A decoder-only transformer with a per-slot KV cache (:class:`DecoderLM`), the interface any
 served model implements (:class:`ServedModel`), a server with static and continuous batching
 (:func:`serve`), closed- and open-loop load (:class:`ClosedLoop`, :class:`OpenLoop`), metrics as
-pure functions of a trace (:mod:`numbook.bench.metrics`, :func:`summarize`), analytic memory
+pure functions of a trace (:mod:`servebench.metrics`, :func:`summarize`), analytic memory
 and roofline arithmetic, quality checks, and one whole report run (:func:`run_report`, also
-``python -m numbook.bench``).
+``python -m servebench``).
 """
 
-from numbook.bench import metrics, roofline
-from numbook.bench.config import PRESETS, BenchConfig, ModelConfig, dtype_bytes, preset
-from numbook.bench.memory import (
+from servebench import metrics, roofline
+from servebench.config import PRESETS, BenchConfig, ModelConfig, dtype_bytes, preset
+from servebench.memory import (
     kv_bytes_per_token,
     kv_cache_bytes,
     matmul_params,
@@ -20,11 +20,11 @@ from numbook.bench.memory import (
     reset_peak,
     weight_bytes,
 )
-from numbook.bench.model import DecoderLM, KVCache
-from numbook.bench.protocol import LogitsModel, ServedModel
-from numbook.bench.quality import Agreement, Invariance, batch_invariance, dtype_agreement, generate
-from numbook.bench.report import run_report
-from numbook.bench.roofline import (
+from servebench.model import DecoderLM, KVCache
+from servebench.protocol import LogitsModel, ServedModel
+from servebench.quality import Agreement, Invariance, batch_invariance, dtype_agreement, generate
+from servebench.report import run_report
+from servebench.roofline import (
     StepCost,
     critical_decode_batch,
     decode_cost,
@@ -33,11 +33,11 @@ from numbook.bench.roofline import (
     step_time_bound,
     tpot_lower_bound,
 )
-from numbook.bench.server import Mode, serve
-from numbook.bench.simulate import CostModel, Linear, SimClock, simulate
-from numbook.bench.summary import BOOK, CONVENTIONS, Convention, distribution, request_rows, summarize
-from numbook.bench.trace import RequestTrace, trace_from_dicts, trace_to_dicts
-from numbook.bench.workload import ClosedLoop, Lengths, OpenLoop, RequestSpec, Workload, make_requests
+from servebench.server import Mode, serve
+from servebench.simulate import CostModel, Linear, SimClock, simulate
+from servebench.summary import BOOK, CONVENTIONS, Convention, distribution, request_rows, summarize
+from servebench.trace import RequestTrace, trace_from_dicts, trace_to_dicts
+from servebench.workload import ClosedLoop, Lengths, OpenLoop, RequestSpec, Workload, make_requests
 
 __all__ = [
     "metrics",

@@ -1,6 +1,6 @@
 """Memory: analytic weight and KV-cache bytes, and the measured peak where the device reports it.
 
-The analytic counts follow the built-in model exactly (:class:`~numbook.bench.model.DecoderLM`):
+The analytic counts follow the built-in model exactly (:class:`~servebench.model.DecoderLM`):
 token and position embeddings, per layer two RMSNorm weights, Q, K, V, O projections and a
 two-matrix MLP, a final norm and an untied LM head, no biases.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from numbook.bench.config import ModelConfig, dtype_bytes
+from servebench.config import ModelConfig, dtype_bytes
 
 __all__ = [
     "param_count",

@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from numbook.bench import ceilings, memory, roofline
-from numbook.bench.config import BenchConfig, DType
-from numbook.bench.model import DecoderLM
-from numbook.bench.quality import batch_invariance, dtype_agreement
-from numbook.bench.server import Mode, serve
-from numbook.bench.summary import request_rows, summarize
-from numbook.bench.trace import RequestTrace, trace_to_dicts
-from numbook.bench.workload import ClosedLoop, OpenLoop, Workload, make_requests
+from servebench import ceilings, memory, roofline
+from servebench.config import BenchConfig, DType
+from servebench.model import DecoderLM
+from servebench.quality import batch_invariance, dtype_agreement
+from servebench.server import Mode, serve
+from servebench.summary import request_rows, summarize
+from servebench.trace import RequestTrace, trace_to_dicts
+from servebench.workload import ClosedLoop, OpenLoop, Workload, make_requests
 
 __all__ = ["run_report", "environment", "serving_run"]
 

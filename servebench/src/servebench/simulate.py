@@ -1,6 +1,6 @@
 """The same server on a simulated clock: a model whose calls cost time given by a formula.
 
-:func:`simulate` runs :func:`~numbook.bench.server.serve` with a :class:`CostModel` in place of
+:func:`simulate` runs :func:`~servebench.server.serve` with a :class:`CostModel` in place of
 a network: a prefill of ``T`` tokens advances the clock by ``prefill_s(T)``, a decode step of
 ``B`` sequences by ``decode_s(B)``, and an idle wait jumps the clock to the next arrival. The
 scheduling is the real one, so the timestamps are exactly what the two batching policies give
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from numbook.bench.server import Mode, serve
-from numbook.bench.trace import RequestTrace
-from numbook.bench.workload import Workload
+from servebench.server import Mode, serve
+from servebench.trace import RequestTrace
+from servebench.workload import Workload
 
 __all__ = ["SimClock", "Linear", "CostModel", "simulate"]
 
@@ -44,7 +44,7 @@ class Linear:
 
 
 class CostModel:
-    """A :class:`~numbook.bench.protocol.ServedModel` whose calls advance a :class:`SimClock`.
+    """A :class:`~servebench.protocol.ServedModel` whose calls advance a :class:`SimClock`.
 
     Tokens are all 0; only the timing is modelled. Bytes are reported as 0.
     """

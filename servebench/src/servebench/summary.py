@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from numbook.bench import metrics as m
-from numbook.bench.trace import RequestTrace
+from servebench import metrics as m
+from servebench.trace import RequestTrace
 
 __all__ = ["Convention", "BOOK", "CONVENTIONS", "distribution", "summarize", "request_rows"]
 

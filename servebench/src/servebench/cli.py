@@ -1,4 +1,4 @@
-"""Command line: ``python -m numbook.bench --config cpu --out result.json``."""
+"""Command line: ``python -m servebench --config cpu --out result.json``."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from numbook.bench.config import PRESETS, preset
-from numbook.bench.report import run_report
+from servebench.config import PRESETS, preset
+from servebench.report import run_report
 
 __all__ = ["main", "format_summary"]
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m numbook.bench",
+        prog="python -m servebench",
         description="Benchmark the built-in decoder: step timings against the roofline, static and "
         "continuous batching under closed-loop and Poisson load, memory, and quality checks. "
         "Writes one JSON result.",
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = run_report(cfg, full_traces=args.full_traces, log=log)
     except RuntimeError as exc:
-        print(f"python -m numbook.bench: {exc}", file=sys.stderr)
+        print(f"python -m servebench: {exc}", file=sys.stderr)
         return 2
     text = json.dumps(result, indent=1)
     if args.out:

@@ -87,7 +87,7 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
         "problems/I.1.A01.md:3: front matter 'precision' is gone"),
     "a Given that disagrees with the check's input": (
         lambda r: edit(r, A01, "width $d = [[512|d]]$", "width $d = [[256|d]]$"),
-        "problems/I.1.A01.md:18: claim 'd' reads 256, checks/i1_a01_embedding.py computed 512"),
+        "problems/I.1.A01.md:14: claim 'd' reads 256, checks/i1_a01_embedding.py computed 512"),
     "a Statement that disagrees with the check's input": (
         lambda r: edit(r, A01, "of $|V|$ tokens to a vector of $d$ numbers",
                        "of $|V|$ tokens to a vector of $d = 256$ numbers"),

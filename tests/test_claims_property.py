@@ -7,6 +7,7 @@ records and diagnostics. A typo is a diagnostic with ``path:line``, never a trac
 
 from __future__ import annotations
 
+import contextlib
 import string
 
 from hypothesis import HealthCheck, given, settings
@@ -44,10 +45,8 @@ def test_any_literal_parses_or_raises_literal_error_and_matching_never_raises(te
 @settings(max_examples=300, deadline=None)
 @given(st.text(ALPHABET, max_size=12))
 def test_any_tolerance_parses_or_raises_literal_error(text: str) -> None:
-    try:
+    with contextlib.suppress(LiteralError):
         parse_tolerance(text)
-    except LiteralError:
-        pass
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

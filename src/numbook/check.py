@@ -43,6 +43,8 @@ _state: dict[str, Any] = {
     "sanity": {},
     "figures": {},
     "lines": {},
+    "units": {},
+    "dtypes": {},
 }
 
 
@@ -81,15 +83,41 @@ def _register(kind: str, name: str, x: Any) -> None:
     _state["lines"][name] = _caller_line(3)   # _register <- given/value <- the check
 
 
-def given(name: str, x: T) -> T:
+def _dtype(x: Any) -> str | None:
+    """The floating dtype of a tensor or numpy scalar (``float32``), else None.
+
+    It bounds the significant digits a claim may state."""
+    dt = getattr(x, "dtype", None)
+    if dt is None:
+        return None
+    text = str(dt).removeprefix("torch.")
+    return text if text in ("float64", "float32", "float16", "bfloat16") else None
+
+
+def _describe(name: str, x: Any, unit: str | None, dtype: str | None) -> None:
+    if unit:
+        _state["units"][name] = unit
+    found = dtype or _dtype(x)
+    if found:
+        _state["dtypes"][name] = found
+
+
+def given(name: str, x: T, *, unit: str | None = None) -> T:
     """Record an input of the problem; the page's Given section must state it."""
     _register("inputs", name, x)
+    _describe(name, x, unit, None)
     return x
 
 
-def value(name: str, x: T) -> T:
-    """Record a computed value that claims in the prose can bind to; returns ``x``."""
+def value(name: str, x: T, *, unit: str | None = None, dtype: str | None = None) -> T:
+    """Record a computed value that claims in the prose can bind to; returns ``x``.
+
+    ``unit`` (``"MB"``, ``"MiB"``, ``"ms"``…) is checked against a unit word written after a
+    claim. ``dtype`` (``"float32"``) is read from a tensor or numpy scalar when not given: a claim
+    may not state more significant digits than it carries (fp32: 8, bf16: 3, fp16: 4, fp64: 16).
+    """
     _register("values", name, x)
+    _describe(name, x, unit, dtype)
     return x
 
 
@@ -137,6 +165,8 @@ def _write_result() -> None:
         "sanity": _state["sanity"],
         "figures": _state["figures"],
         "lines": _state["lines"],
+        "units": _state["units"],
+        "dtypes": _state["dtypes"],
         "cpu_s": time.process_time(),  # CPU seconds of this process, all threads: steadier than wall time
     }
     with open(path, "w", encoding="utf-8") as fh:

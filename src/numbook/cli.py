@@ -28,7 +28,7 @@ from .book import Book
 from .config import ConfigError, Layout, load_layout
 from .diagnostics import Diagnostic
 from .frozen import FreezeError, freeze_checks
-from .lint import lint_book
+from .lint import lint_book, orphan_faults, structure_faults
 from .runner import CheckResult, Progress, Runner
 from .scaffold import ScaffoldError, scaffold
 from .verify import PageContext, failure_message, verify_page
@@ -48,7 +48,7 @@ def verify_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Prog
     runner = _runner(root, layout, cache=cache, jobs=jobs)
     book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
     results = runner.run_many(book.checks(), progress=progress)
-    diags = list(book.diagnostics)
+    diags = structure_faults(book, layout.problems_dir)   # the build's order: structure, pages, unused checks
     claims: dict[str, int] = {}
 
     def result(name: str) -> CheckResult:
@@ -66,7 +66,7 @@ def verify_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Prog
         diags += rep.diagnostics
         for check, n in rep.claims.items():
             claims[check] = claims.get(check, 0) + n
-    diags += lint_book(book, runner.checks_dir, layout.problems_dir)
+    diags += orphan_faults(book, runner.checks_dir)
     return list(dict.fromkeys(diags)), results, claims, runner
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from mkdocs.config import load_config
 from mkdocs.exceptions import MkDocsException
 
-from .plugin import NumbookConfig
+from .plugin import NumbookConfig, memory_option
 from .result import DEFAULT_MEMORY
 
 __all__ = ["Layout", "ConfigError", "load_layout"]
@@ -84,4 +84,5 @@ def load_layout(root: Path) -> Layout:
         timeout=float(opts.timeout),
         jobs=int(opts.jobs),
         execute=bool(opts.execute),
+        memory=memory_option(opts.memory),
     )

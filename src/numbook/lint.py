@@ -21,7 +21,7 @@ from .page import split_front_matter
 from .structure import check_file_name, code_spans, h2, walk
 from .verify import CLAIM, section_faults
 
-__all__ = ["lint_book", "used_checks", "section_diagnostics"]
+__all__ = ["lint_book", "structure_faults", "orphan_faults", "used_checks", "section_diagnostics"]
 
 _CHECK_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*check\b[^\n]*?\bpath=\"([^\"]+)\"")
 
@@ -55,7 +55,12 @@ def _problem_pages(book: Book, problems_dir: str) -> list[Entry]:
 
 
 def lint_book(book: Book, checks_dir: Path, problems_dir: str = "problems") -> list[Diagnostic]:
-    """Every structural fault of the book, front matter faults of the scan included."""
+    """Every structural fault of the book: the pages' (front matter included), then unused checks."""
+    return structure_faults(book, problems_dir) + orphan_faults(book, checks_dir)
+
+
+def structure_faults(book: Book, problems_dir: str = "problems") -> list[Diagnostic]:
+    """Faults of the pages' structure: front matter, IDs and file names, links, sections."""
     diags = list(book.diagnostics)
     faulty = {d.path for d in book.diagnostics}
     for entry in _problem_pages(book, problems_dir):
@@ -68,6 +73,13 @@ def lint_book(book: Book, checks_dir: Path, problems_dir: str = "problems") -> l
                                     f"problem '{pid}' is in {Path(entry.path).name}: name the file {pid}.md"))
         diags += book.link_diagnostics(entry)
         diags += section_diagnostics(entry)
+    return diags
+
+
+def orphan_faults(book: Book, checks_dir: Path) -> list[Diagnostic]:
+    """A check no page uses: reported after the pages' faults (a misspelt ``check:`` orphans one)."""
+    diags: list[Diagnostic] = []
+    faulty = {d.path for d in book.diagnostics}
     root = book.root.resolve()
     checks_dir = checks_dir.resolve()
     used: set[str] = set()

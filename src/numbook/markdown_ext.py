@@ -146,7 +146,8 @@ class NumbookExtension(Extension):
 
     def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 (Python-Markdown's API)
         md.registerExtension(self)
-        md.preprocessors.register(ClaimPreprocessor(md, self), "numbook_claims", 29)  # after normalize_whitespace (30) strips STX/ETX
+        # after normalize_whitespace (30), which strips the STX/ETX of stashed placeholders
+        md.preprocessors.register(ClaimPreprocessor(md, self), "numbook_claims", 29)
         md.treeprocessors.register(RevealTreeprocessor(md, self), "numbook_reveal", 1)
 
     def reset(self) -> None:

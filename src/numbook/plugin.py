@@ -29,10 +29,11 @@ from mkdocs.structure.pages import Page
 from . import __version__
 from .book import Book, Entry, id_key
 from .diagnostics import Diagnostic, Reporter, log
-from .lint import lint_book
+from .lint import orphan_faults, structure_faults
 from .markdown_ext import check_formatter, check_validator
 from .page import ChapterMeta
 from .render import to_html
+from .result import DEFAULT_MEMORY, parse_memory
 from .runner import CheckResult, Runner
 from .runreport import report_markdown
 from .session import Session
@@ -54,6 +55,9 @@ class NumbookConfig(base.Config):
     """Seconds a check may run before it is stopped (a check's header can override it)."""
     jobs = c.Type(int, default=0)
     """Checks run at once; 0 for one per CPU core."""
+    memory = c.Type(str, default="default")
+    """Memory each check may use, like ``8GiB`` or ``none``; ``default`` fits two checks on 24 GiB. A check's
+    ``# numbook: memory=…`` header overrides it."""
     execute = c.Type(bool, default=True)
     """Run the checks. Off, claims are not verified (for measuring the build's floor only)."""
     nav_title = c.Type(str, default="Problems")
@@ -92,7 +96,7 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         self.root = root
         self.runner = Runner(root, os.path.relpath(self.config.checks_dir, root),
                              self.config.cache_dir or None, float(self.config.timeout), self.config.jobs,
-                             self.config.execute)
+                             self.config.execute, memory=memory_option(self.config.memory))
         if "numbook" not in config.markdown_extensions:
             raise PluginError("the numbook plugin needs the 'numbook' Markdown extension in markdown_extensions")
         cache = self.runner.cache_dir / "html" if self.runner.cache_dir is not None else None
@@ -120,8 +124,8 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
                 self.book.add(f.src_uri, Path(f.abs_src_path))
         assert self.runner is not None
         # every structural fault numbook verify finds fails the build too: one rule set, lint's
-        self.session.reporter.report(lint_book(self.book, self.runner.checks_dir, problems.name))
-        self.results = self.runner.run_many(self.book.checks())
+        self.session.reporter.report(structure_faults(self.book, problems.name))
+        self.results = self.runner.run_many(self.book.checks(), progress=_progress)
         self.timings["checks_s"] = time.perf_counter() - started
         if self.config.report and files.get_file_from_path(self.config.report) is None:
             files.append(File.generated(config, self.config.report, content="# Run report\n",
@@ -231,6 +235,8 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         return server
 
     def on_post_build(self, *, config: MkDocsConfig) -> None:
+        assert self.runner is not None
+        self.session.reporter.report(orphan_faults(self.book, self.runner.checks_dir))
         faults = self.session.reporter.faults
         if faults and config.strict and not self.serving and not log.isEnabledFor(logging.WARNING):
             # --quiet hides warnings from --strict's counter; a wrong number must still fail the build
@@ -240,6 +246,23 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         cached = sum(r.cached for r in unique)
         log.info(f"numbook: {len(unique)} checks ({len(ran)} ran, {cached} from cache) "
                  f"in {self.timings.get('checks_s', 0):.2f} s")
+
+
+def memory_option(text: str) -> int | None:
+    """The plugin's ``memory`` option in bytes (None: no limit); a malformed one stops the build at once."""
+    if text == "default":
+        return DEFAULT_MEMORY
+    try:
+        return parse_memory(text)
+    except ValueError as exc:
+        raise PluginError(f"numbook plugin option 'memory': {exc}") from None
+
+
+def _progress(done: int, total: int, res: CheckResult, running: list[str]) -> None:
+    """One line per finished check while the build waits for them: no minutes of silence."""
+    how = "frozen" if res.frozen else ("cache" if res.cached else "ran")
+    still = f" · still running: {', '.join(running[:3])}{' …' if len(running) > 3 else ''}" if running else ""
+    log.info(f"numbook: [{done}/{total}] {res.check} {res.status} {res.elapsed_s:.1f} s ({how}){still}")
 
 
 def _conventions(text: str) -> etree.Element:

@@ -124,6 +124,8 @@ class CheckResult:
     sanity: dict[str, Any] = field(default_factory=dict)
     figures: dict[str, Any] = field(default_factory=dict)   # name -> {caption, svg}
     lines: dict[str, int] = field(default_factory=dict)
+    units: dict[str, str] = field(default_factory=dict)      # value name -> unit the check declared
+    dtypes: dict[str, str] = field(default_factory=dict)     # value name -> floating dtype it was computed in
     requires: str = "cpu"
     device: str = ""
     driver: str = ""                # the GPU driver (nvidia-smi) where a cuda check ran on a GPU

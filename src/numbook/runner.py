@@ -51,7 +51,7 @@ from .result import (
 __all__ = ["CheckResult", "CheckHeader", "Status", "Runner", "Progress", "read_header", "detect_device",
            "DEFAULT_MEMORY", "CACHE_VERSION"]
 
-CACHE_VERSION = "2"
+CACHE_VERSION = "3"
 
 # passed to a check unchanged and not keyed: where things are, not what a result depends on
 _PASSED = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
@@ -355,6 +355,7 @@ class Runner:
         base.figures = data.get("figures", {})
         base.cpu_s = data.get("cpu_s")
         base.sanity, base.lines = data["sanity"], data["lines"]
+        base.units, base.dtypes = data.get("units", {}), data.get("dtypes", {})
 
 
 def _kill_group(pid: int) -> None:

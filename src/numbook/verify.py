@@ -133,8 +133,8 @@ def failure_message(res: CheckResult, name: str) -> tuple[str, str]:
         return res.stderr.strip(), ""
     if status == "skipped":
         return "", ""
-    if status in ("memory", "out-of-memory"):
-        return res.stderr.strip().splitlines()[-1] if res.stderr.strip() else status, res.traceback_excerpt()
+    if status == "out-of-memory":
+        return res.memory_message(), res.traceback_excerpt()
     last = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else f"exit code {res.returncode}"
     return f"check '{res.check}' raised: {last}", res.traceback_excerpt()
 
@@ -164,7 +164,7 @@ def display(lit: str, math: bool) -> str:
     return text.replace("{,}", ",").replace("\\%", "%").replace("\\times", "×").replace("\\,", "\u2009")
 
 
-def _provenance(res: CheckResult) -> dict[str, str]:
+def _provenance(res: CheckResult) -> dict[str, Any]:
     how = "frozen GPU result" if res.frozen else ("from cache" if res.cached else "ran for this build")
     return {"device": res.device, "ran_at": res.ran_at, "how": how}
 
@@ -202,7 +202,7 @@ class _Verifier:
         return res
 
     def marker(self, m: re.Match[str], row: int, line: int, section: str, math: bool) -> Record:
-        at = {"row": row, "start": m.start(), "end": m.end(), "line": line, "math": math}
+        at: dict[str, Any] = {"row": row, "start": m.start(), "end": m.end(), "line": line, "math": math}
         if m.group("sanity"):
             return self.sanity(m.group("sanity"), at)
         if m.group("figure"):
@@ -259,7 +259,7 @@ class _Verifier:
     def unit(self, res: CheckResult, name: str, value: Any, literal: ClaimLiteral, m: re.Match[str],
              line: int, ok: bool) -> Unit | None:
         """The value's unit; a different unit written after the claim is an error with both readings."""
-        declared = getattr(res, "units", {}).get(name)
+        declared = res.units.get(name)
         unit = parse_unit(declared) if declared else name_unit(name)
         written = unit_after(m.string[m.end():])
         if unit is None or written is None or written == unit:
@@ -275,7 +275,7 @@ class _Verifier:
 
     def precision(self, res: CheckResult, name: str, literal: ClaimLiteral, line: int) -> None:
         """A claim may not claim more significant digits than its value's dtype carries."""
-        dtype = getattr(res, "dtypes", {}).get(name)
+        dtype = res.dtypes.get(name)
         digits = DTYPE_DIGITS.get(str(dtype)) if dtype else None
         sig = literal.significant
         if digits is not None and sig is not None and literal.tolerance is None and sig > digits:

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # real builds: the unit loop (-m "not slow and not browser") skips them
+
 TINY = Path(__file__).parent / "fixtures" / "tiny"
 A01 = "problems/I.1.A01.md"
 CHECK = "checks/i1_a01_embedding.py"
@@ -54,7 +56,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_clean_book_builds_strict(built: Path) -> None:
     page = (built / "problems/I.1.A01/index.html").read_text(encoding="utf-8")
     assert "I.1.A01 · The memory of an embedding table</h1>" in page
-    assert 'data-claim="fp32_mb">65.5</span> MB' in page
+    assert 'data-claim="fp32_mb"' in page and 'tabindex="0">65.5</span> MB' in page
     assert "table (32000, 512): 16,384,000 elements, 65,536,000 bytes in fp32" in page   # the printed output
     assert 'class="nb-stamp"' in page and "ran for this build" in page
     assert 'class="nb-sanity"' in page

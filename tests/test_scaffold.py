@@ -57,7 +57,7 @@ def test_the_scaffold_builds_strict_and_fails_on_the_first_wrong_claim(
     assert proc.returncode == 0, proc.stderr
     html = (root / "site/problems/I.1.A03/index.html").read_text(encoding="utf-8")
     assert "I.1.A03 · Positions in a batch: a count</h1>" in html
-    assert 'data-claim="positions">2,048</span> positions' in html
+    assert 'data-claim="positions"' in html and 'tabindex="0">2,048</span> positions' in html
     assert "B = 4 sequences of T = 512 tokens: 2,048 positions" in html          # the check's printed output
     assert "I.1.A03 · Positions in a batch: a count" in \
         (root / "site/index.html").read_text(encoding="utf-8")                     # in the generated nav
@@ -68,7 +68,7 @@ def test_the_scaffold_builds_strict_and_fails_on_the_first_wrong_claim(
     proc = build(root)
     assert proc.returncode == 1
     assert warnings(proc) == [
-        f"problems/I.1.A03.md:36: claim 'positions' reads 2,049, {check} computed 2048 (compared exact)"
+        f"problems/I.1.A03.md:35: claim 'positions' reads 2,049, {check} computed 2048 (compared exact)"
     ]
 
 

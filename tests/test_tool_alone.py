@@ -56,6 +56,6 @@ def test_the_tiny_book_builds_with_the_tool_alone_and_no_torch(tmp_path: Path) -
     proc = _run([py, "-m", "mkdocs", "build", "--strict", "-d", root / "site"], cwd=root, timeout=600)
     assert proc.returncode == 0, proc.stderr[-5000:]
     page = (root / "site/problems/I.1.A01/index.html").read_text(encoding="utf-8")
-    assert 'data-claim="fp32_mb">65.5</span> MB' in page
+    assert 'data-claim="fp32_mb"' in page and 'tabindex="0">65.5</span> MB' in page
     assert "table (32000, 512): 16,384,000 elements, 65,536,000 bytes in fp32" in page
     assert "torch absent" in page  # the provenance stamp names what the check ran with

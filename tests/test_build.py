@@ -159,3 +159,16 @@ def test_a_claim_on_a_page_without_a_check_is_an_error(tmp_path: Path) -> None:
     proc = build(root)
     assert warnings(proc) == [
         "docs/index.md:3: claim 'pages' on a page with no check: add 'check:' to the front matter"]
+
+
+def test_quiet_does_not_hide_a_component_fault(tmp_path: Path) -> None:
+    """Components report on the one road: a quiz with two keys fails a --quiet --strict build too."""
+    root = copy_tiny(tmp_path)
+    edit(root, "mkdocs.yml", "  - numbook\n", "  - numbook\n  - numbook.components\n")
+    (root / "docs" / "quiz.md").write_text("# Quiz\n\n/// quiz | Which?\n- [x] a\n    Yes.\n- [x] b\n    Also.\n///\n",
+                                           encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet"], cwd=root,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 1
+    assert "1 faults in checks and claims; the first: docs/quiz.md:3: /// quiz: 2 options are marked correct; " \
+           "mark exactly one with '[x]'" in proc.stderr

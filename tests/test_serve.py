@@ -1,0 +1,66 @@
+"""``mkdocs serve`` after a bad edit: the page shows its faults, the server keeps answering, a good edit heals it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from test_build import A01, copy_tiny, edit
+
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 (a local test server)
+        return str(resp.read().decode("utf-8"))
+
+
+def _wait_for(url: str, want: bool, needle: str, deadline: float) -> str:
+    page = ""
+    while time.monotonic() < deadline:
+        try:
+            page = _get(url)
+        except OSError:
+            page = ""
+        if page and (needle in page) == want:
+            return page
+        time.sleep(0.5)
+    raise AssertionError(f"{needle!r} {'never appeared' if want else 'never went away'} at {url}")
+
+
+def test_serve_shows_faults_on_the_page_and_recovers_on_the_next_good_edit(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    port = _free_port()
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    proc = subprocess.Popen([sys.executable, "-m", "mkdocs", "serve", "--strict", "-a",
+                             f"127.0.0.1:{port}"], cwd=root, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/problems/I.1.A01/"
+    try:
+        deadline = time.monotonic() + 120
+        _wait_for(url, True, "The memory of an embedding table", deadline)
+        edit(root, A01, "In fp32 that is [[65.5|fp32_mb]]", "In fp32 that is [[65.7|fp32_mb]]")
+        page = _wait_for(url, True, "nb-faults", time.monotonic() + 60)
+        assert "<code>problems/I.1.A01.md:32</code> claim 'fp32_mb' reads 65.7, checks/i1_a01_embedding.py " \
+               "computed 65.536" in page
+        edit(root, A01, "In fp32 that is [[65.7|fp32_mb]]", "In fp32 that is [[65.5|fp32_mb]]")
+        _wait_for(url, False, "nb-faults", time.monotonic() + 60)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()

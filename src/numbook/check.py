@@ -121,14 +121,23 @@ def value(name: str, x: T, *, unit: str | None = None, dtype: str | None = None)
     return x
 
 
-def sanity(name: str, condition: Any, message: str = "") -> None:
-    """Assert a sanity property; a false condition stops the check with a SanityError."""
+def sanity(name: str, condition: Any, message: str = "", *, operands: tuple[Any, Any] | None = None) -> None:
+    """Assert a sanity property; a false condition stops the check with a SanityError.
+
+    A sanity that backs a relation sentence ("the masked mean is larger than the plain mean")
+    passes the two sides, each computed by its own route, as ``operands=(left, right)``: the page
+    shows them beside what was asserted.
+    """
     if not _NAME.match(name):
         raise ValueError(f"invalid sanity name {name!r}")
     if name in _state["sanity"]:
         raise ValueError(f"sanity name {name!r} is recorded twice")
     ok = bool(condition)
-    _state["sanity"][name] = {"ok": ok, "message": message}
+    entry: dict[str, Any] = {"ok": ok, "message": message}
+    if operands is not None:
+        left, right = operands
+        entry["operands"] = [_plain(left), _plain(right)]
+    _state["sanity"][name] = entry
     _state["lines"][name] = _caller_line()
     if not ok:
         raise SanityError(f"sanity '{name}' failed" + (f": {message}" if message else ""))

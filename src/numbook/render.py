@@ -51,8 +51,12 @@ def element(rec: Record) -> etree.Element | None:
     if rec.kind == RecordKind.SANITY:
         where = f"{rec.check}, line {rec.source_line}" if rec.source_line else rec.check
         said = f": {rec.message}" if rec.message else ""
+        if len(rec.operands) == 2:
+            said += f" (left = {format_value(rec.operands[0])}, right = {format_value(rec.operands[1])})"
         el = etree.Element("span", {
             "class": "nb-sanity", "role": "img", "tabindex": "0", "data-sanity": rec.name, "data-check": rec.check,
+            **({"data-left": format_value(rec.operands[0]), "data-right": format_value(rec.operands[1])}
+               if len(rec.operands) == 2 else {}),
             "data-device": rec.device, "data-date": rec.ran_at,
             "aria-label": f"assertion {rec.name} held",
             "title": f"assertion '{rec.name}' held when {where} ran{said} · {rec.device} · {rec.ran_at} ({rec.how})",

@@ -23,6 +23,7 @@ from typing import Any
 from .claims import DTYPE_DIGITS, ClaimLiteral, LiteralError, format_value, parse_literal, parse_tolerance
 from .diagnostics import Diagnostic
 from .page import SECTIONS
+from .relations import relation_sentences
 from .runner import CheckResult
 from .structure import check_file_name, code_spans, heading, inside, math_ranges, walk
 from .units import Unit, name_unit, parse_unit, unit_after
@@ -31,7 +32,7 @@ __all__ = ["PageContext", "PageReport", "Record", "RecordKind", "verify_page", "
            "section_faults", "unbound_numbers"]
 
 CLAIM = re.compile(
-    r"\[\[(?:sanity:(?P<sanity>[A-Za-z_]\w*)|figure:(?P<figure>[A-Za-z_]\w*)"
+    r"\[\[(?:sanity:(?P<sanity>[A-Za-z_]\w*)|figure:(?P<figure>[A-Za-z_]\w*)|relation:none\|(?P<why>[^\]]+)"
     r"|(?P<lit>[^\]|]+(?:\][^\]|]*)?)\|(?P<ref>[^\]]+))\]\]"
 )
 FREE = "free"
@@ -94,6 +95,7 @@ class Record:
     how: str = ""            # ran for this build, from cache, frozen GPU result
     source_line: int | None = None   # the check's line that recorded it
     message: str = ""        # a sanity's message
+    operands: tuple[Any, ...] = ()   # a sanity's two computed sides
     caption: str = ""        # a figure's caption and SVG
     svg: str = ""
 
@@ -207,6 +209,8 @@ class _Verifier:
             return self.sanity(m.group("sanity"), at)
         if m.group("figure"):
             return self.figure(m.group("figure"), at)
+        if m.group("why") is not None:
+            return Record(RecordKind.FREE, **at)   # a reasoned allowance: renders as nothing
         lit_text, ref = m.group("lit"), m.group("ref").strip()
         shown = display(lit_text, math)
         if ref == FREE:
@@ -292,8 +296,10 @@ class _Verifier:
             self.error(at["line"], f"sanity marker '{name}' names no assertion in {res.check} (it asserts: {known})")
             return Record(RecordKind.UNVERIFIED, ok=False, **at)
         self.claims[res.check] = self.claims.get(res.check, 0) + 1
+        ops = entry.get("operands")
         return Record(RecordKind.SANITY, name=name, check=res.check, ok=bool(entry.get("ok", False)),
                       message=str(entry.get("message", "")), source_line=res.lines.get(name),
+                      operands=tuple(ops) if isinstance(ops, list) else (),
                       **_provenance(res), **at)
 
     def figure(self, name: str, at: dict[str, Any]) -> Record:
@@ -368,6 +374,14 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
                 prose = prose[:a] + " " + prose[b:]
             v.unbound(prose, lineno, section)
     close_sanity_block()
+
+    if ctx.scan_numbers:
+        for rel in relation_sentences(text):
+            short = rel.text if len(rel.text) <= 90 else rel.text[:87] + "…"
+            v.error(rel.line + ctx.line_offset,
+                    f"relation sentence with no sanity ({', '.join(rel.words)}): '{short}': back it with a "
+                    "sanity(name, relation, operands=(left, right)) and end it with [[sanity:name]], or mark it "
+                    "[[relation:none|why]]")
 
     if ctx.problem:
         v.diags += section_faults(ctx.path, seen_sections, ctx.first_line or 1 + ctx.line_offset)

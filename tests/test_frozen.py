@@ -180,7 +180,7 @@ def test_a_cpu_build_shows_the_frozen_result_labelled_with_its_provenance(tmp_pa
     assert proc.returncode == 0, proc.stderr
     html = page(root)
     assert expected_stamp(data) in html
-    assert 'data-claim="fp32_mb"' in html and 'tabindex="0">65.5</span> MB' in html                   # claims verified against it
+    assert 'data-claim="fp32_mb"' in html and 'tabindex="0">65.5</span> MB' in html   # claims verified
     assert "Executed" not in html and "ran for this build" not in html and CPU not in html
 
 

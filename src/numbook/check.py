@@ -29,9 +29,14 @@ import sys
 import time
 from typing import Any, TypeVar
 
-__all__ = ["given", "value", "sanity", "figure", "SanityError", "RESULT_ENV"]
+__all__ = ["given", "value", "sanity", "figure", "fact", "SanityError", "FactError", "RESULT_ENV", "PERTURB_ENV",
+           "FACTS_ENV"]
 
 RESULT_ENV = "NUMBOOK_RESULT"
+PERTURB_ENV = "NUMBOOK_PERTURB"
+"""``numbook verify --perturb`` names one input here: ``given()`` returns it nudged (×1.01, or +1 for a count)."""
+FACTS_ENV = "NUMBOOK_FACTS"
+"""The book's facts file (``checks/facts.yml``), where ``fact()`` reads numbers taken from outside."""
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = {"free", "sanity"}
 
@@ -45,7 +50,13 @@ _state: dict[str, Any] = {
     "lines": {},
     "units": {},
     "dtypes": {},
+    "facts": {},
+    "fixed": {},
 }
+
+
+class FactError(LookupError):
+    """A fact is missing from the facts file, or has no source or date."""
 
 
 class SanityError(AssertionError):
@@ -102,21 +113,67 @@ def _describe(name: str, x: Any, unit: str | None, dtype: str | None) -> None:
         _state["dtypes"][name] = found
 
 
+def _nudge(x: Any) -> Any:
+    """An input moved a little: a count by one, a float by 1%; anything else as it is."""
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, int):
+        return x + 1
+    if isinstance(x, float):
+        return x * 1.01
+    return x
+
+
 def given(name: str, x: T, *, unit: str | None = None) -> T:
     """Record an input of the problem; the page's Given section must state it."""
+    if os.environ.get(PERTURB_ENV) == name:
+        x = _nudge(x)
     _register("inputs", name, x)
     _describe(name, x, unit, None)
     return x
 
 
-def value(name: str, x: T, *, unit: str | None = None, dtype: str | None = None) -> T:
+def fact(key: str, name: str, *, unit: str | None = None) -> Any:
+    """An input the book takes from outside (a GPU's bandwidth, a model's vocabulary), from the facts file.
+
+    Each fact in ``checks/facts.yml`` has a ``value``, a ``source`` (spec sheet, paper or config
+    file, by name and version) and the date it was ``read``; one without them is an error. The
+    fact is recorded as the input ``name`` (``V = fact("llama2_vocab", "V")`` is ``given("V", …)``
+    with a source), and the page shows the source with the number.
+    """
+    import yaml  # the facts file is YAML; pyyaml comes with MkDocs
+
+    path = os.environ.get(FACTS_ENV) or os.path.join(os.path.dirname(os.path.abspath(sys.argv[0])), "facts.yml")
+    root = os.environ.get("NUMBOOK_ROOT")
+    shown = os.path.relpath(path, root) if root else path
+    with open(path, encoding="utf-8") as fh:
+        facts = yaml.safe_load(fh) or {}
+    entry = facts.get(key) if isinstance(facts, dict) else None
+    if not isinstance(entry, dict) or "value" not in entry:
+        raise FactError(f"fact {key!r} is not in {shown} (known: {', '.join(sorted(facts)) or 'none'})")
+    missing = [k for k in ("source", "read") if not str(entry.get(k) or "").strip()]
+    if missing:
+        raise FactError(f"fact {key!r} in {shown} has no {' and no '.join(missing)}: every number taken from "
+                        "outside names its source (spec sheet, paper or config file, with its version) and the "
+                        "date it was read")
+    x = given(name, entry["value"], unit=unit)
+    _state["lines"][name] = _caller_line(2)
+    _state["facts"][name] = {"key": key, "source": str(entry["source"]), "read": str(entry["read"])}
+    return x
+
+
+def value(name: str, x: T, *, unit: str | None = None, dtype: str | None = None, fixed: str | None = None) -> T:
     """Record a computed value that claims in the prose can bind to; returns ``x``.
 
     ``unit`` (``"MB"``, ``"MiB"``, ``"ms"``…) is checked against a unit word written after a
     claim. ``dtype`` (``"float32"``) is read from a tensor or numpy scalar when not given: a claim
     may not state more significant digits than it carries (fp32: 8, bf16: 3, fp16: 4, fp64: 16).
+    ``fixed`` says why no input of the problem can move this value (a property of a dtype, a
+    definition); ``numbook verify --perturb`` reports a claimed value that no input moves otherwise.
     """
     _register("values", name, x)
+    if fixed:
+        _state["fixed"][name] = fixed
     _describe(name, x, unit, dtype)
     return x
 
@@ -176,6 +233,8 @@ def _write_result() -> None:
         "lines": _state["lines"],
         "units": _state["units"],
         "dtypes": _state["dtypes"],
+        "facts": _state["facts"],
+        "fixed": _state["fixed"],
         "cpu_s": time.process_time(),  # CPU seconds of this process, all threads: steadier than wall time
     }
     with open(path, "w", encoding="utf-8") as fh:

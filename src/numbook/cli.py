@@ -21,6 +21,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,10 @@ from .config import ConfigError, Layout, load_layout
 from .diagnostics import Diagnostic
 from .frozen import FreezeError, freeze_checks
 from .lint import lint_book, orphan_faults, structure_faults
+from .perturb import format_report, perturb, save_report
 from .runner import CheckResult, Progress, Runner
 from .scaffold import ScaffoldError, scaffold
-from .verify import PageContext, failure_message, verify_page
+from .verify import PageContext, RecordKind, failure_message, verify_page
 
 __all__ = ["main", "verify_book", "load_layout", "lint", "run_check", "freeze_book", "progress_line"]
 
@@ -41,15 +43,35 @@ def _runner(root: Path, layout: Layout, *, cache: bool = True, jobs: int = 0) ->
                   jobs or layout.jobs, memory=layout.memory)
 
 
+@dataclass
+class BookReport:
+    """What verifying the whole book found."""
+
+    diagnostics: list[Diagnostic]
+    results: dict[str, CheckResult]
+    claims: dict[str, int]                                            # check -> claims verified
+    runner: Runner
+    bound: dict[str, set[str]] = field(default_factory=dict)          # check -> value names the pages bind
+    free: dict[str, int] = field(default_factory=dict)                # page -> numbers marked free
+
+
 def verify_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progress | None = None
                 ) -> tuple[list[Diagnostic], dict[str, CheckResult], dict[str, int], Runner]:
     """Run every check of the book once and verify every page: (faults, results, claims per check, runner)."""
+    rep = check_book(root, cache=cache, jobs=jobs, progress=progress)
+    return rep.diagnostics, rep.results, rep.claims, rep.runner
+
+
+def check_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progress | None = None) -> BookReport:
+    """Run every check of the book once and verify every page."""
     layout = load_layout(root)
     runner = _runner(root, layout, cache=cache, jobs=jobs)
     book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
     results = runner.run_many(book.checks(), progress=progress)
     diags = structure_faults(book, layout.problems_dir)   # the build's order: structure, pages, unused checks
     claims: dict[str, int] = {}
+    bound: dict[str, set[str]] = {}
+    free: dict[str, int] = {}
 
     def result(name: str) -> CheckResult:
         if name not in results:
@@ -66,8 +88,13 @@ def verify_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Prog
         diags += rep.diagnostics
         for check, n in rep.claims.items():
             claims[check] = claims.get(check, 0) + n
+        for rec in rep.records:
+            if rec.kind == RecordKind.CLAIM:
+                bound.setdefault(rec.check, set()).add(rec.name)
+            elif rec.kind == RecordKind.FREE and rec.shown:
+                free[entry.path] = free.get(entry.path, 0) + 1
     diags += orphan_faults(book, runner.checks_dir)
-    return list(dict.fromkeys(diags)), results, claims, runner
+    return BookReport(list(dict.fromkeys(diags)), results, claims, runner, bound, free)
 
 
 def lint(root: Path) -> list[Diagnostic]:
@@ -155,6 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
     v.add_argument("--no-cache", action="store_true", help="run every check even if a cached result exists")
     v.add_argument("--jobs", type=int, default=0, help="checks run at once (default: the plugin's jobs, one per core)")
+    v.add_argument("--perturb", action="store_true",
+                   help="re-run each check with each input nudged; report dead inputs and constant claims")
     v.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a line on stderr as each check finishes (default: when stderr is a terminal)")
     r = sub.add_parser("run", help="run one check alone, through the runner's sandbox, and show what it recorded")
@@ -196,18 +225,28 @@ def _command(args: Any) -> int:
     if args.command == "verify":
         started = time.perf_counter()
         show = sys.stderr.isatty() if args.progress is None else args.progress
-        diags, results, claims, runner = verify_book(root, cache=not args.no_cache, jobs=args.jobs,
-                                                     progress=_print_progress if show else None)
+        book = check_book(root, cache=not args.no_cache, jobs=args.jobs,
+                          progress=_print_progress if show else None)
+        diags, results, claims, runner = book.diagnostics, book.results, book.claims, book.runner
         for d in diags:
             print(d, file=sys.stderr)
         print(_table(results, claims))
-        pruned = runner.prune()
-        if pruned:
-            print(f"cache: pruned {pruned} entries that no check of this build reaches")
+        if book.free:
+            print("free numbers: " + ", ".join(f"{p} {n}" for p, n in sorted(book.free.items())))
+        clean = True
+        if args.perturb:
+            report = perturb(results, book.bound, lambda check, given: runner.result(check, perturb=given))
+            save_report(report, runner.cache_dir)
+            print(format_report(report))
+            clean = report.clean
+        else:
+            pruned = runner.prune()   # (a perturbed run's entries are kept for the next --perturb)
+            if pruned:
+                print(f"cache: pruned {pruned} entries that no check of this build reaches")
         total = sum(claims.values())
         print(f"{len(results)} checks, {total} claims verified, {len(diags)} faults "
               f"in {time.perf_counter() - started:.2f} s")
-        return 1 if diags else 0
+        return 1 if diags or not clean else 0
     return 2  # pragma: no cover
 
 

@@ -19,9 +19,10 @@ from .book import Book, Entry
 from .diagnostics import Diagnostic
 from .page import split_front_matter
 from .structure import check_file_name, code_spans, h2, walk
-from .verify import CLAIM, section_faults
+from .verify import CLAIM, section_faults, unbound_numbers
 
-__all__ = ["lint_book", "structure_faults", "orphan_faults", "used_checks", "section_diagnostics"]
+__all__ = ["lint_book", "label_faults", "printed_digits", "structure_faults", "orphan_faults", "used_checks",
+           "section_diagnostics"]
 
 _CHECK_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*check\b[^\n]*?\bpath=\"([^\"]+)\"")
 
@@ -55,8 +56,50 @@ def _problem_pages(book: Book, problems_dir: str) -> list[Entry]:
 
 
 def lint_book(book: Book, checks_dir: Path, problems_dir: str = "problems") -> list[Diagnostic]:
-    """Every structural fault of the book: the pages' (front matter included), then unused checks."""
-    return structure_faults(book, problems_dir) + orphan_faults(book, checks_dir)
+    """Every structural fault of the book: the pages' (front matter included), then the checks'."""
+    return structure_faults(book, problems_dir) + orphan_faults(book, checks_dir) + label_faults(book, checks_dir)
+
+
+def printed_digits(source: str) -> list[tuple[int, str, str]]:
+    """(line, literal, digits) for each digit typed into a string a check prints.
+
+    A printed label such as ``"15% padding"`` or ``"10.74 GB"`` goes stale the day an input
+    changes; build it from the value (``f"{pad:.0%} padding"``). Digits inside words
+    and identifiers by the prose's rule (``fp32``, ``Step 2``, ``Llama 3``; 0 and 1) are not counted.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found: list[tuple[int, str, str]] = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"):
+            continue
+        for arg in node.args:
+            parts = arg.values if isinstance(arg, ast.JoinedStr) else [arg]
+            for part in parts:
+                if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                    for digits in unbound_numbers(part.value):   # the prose's identifier rule, not a second one
+                        found.append((part.lineno, part.value.strip(), digits))
+    return found
+
+
+def label_faults(book: Book, checks_dir: Path) -> list[Diagnostic]:
+    """Digits typed into the printed labels of the checks the book uses."""
+    diags: list[Diagnostic] = []
+    root = book.root.resolve()
+    for name in book.checks():
+        path = checks_dir / name if not name.startswith(checks_dir.name + "/") else root / name
+        if not path.is_file():
+            continue
+        shown = path.resolve().relative_to(root).as_posix() if path.resolve().is_relative_to(root) else str(path)
+        for line, text, digits in printed_digits(path.read_text(encoding="utf-8")):
+            short = text if len(text) <= 50 else text[:47] + "…"
+            diags.append(Diagnostic(shown, line, f"printed label '{short}' types the number {digits}: build it from "
+                                                 "the value, so the output cannot go stale when an input changes"))
+    return diags
 
 
 def structure_faults(book: Book, problems_dir: str = "problems") -> list[Diagnostic]:

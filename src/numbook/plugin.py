@@ -32,6 +32,7 @@ from .diagnostics import Diagnostic, Reporter, log
 from .lint import orphan_faults, structure_faults
 from .markdown_ext import check_formatter, check_validator
 from .page import ChapterMeta
+from .perturb import load_report
 from .render import to_html
 from .result import DEFAULT_MEMORY, parse_memory
 from .runner import CheckResult, Runner
@@ -182,7 +183,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         uri = page.file.src_uri
         if page is self._report_page(files):
             page.meta["hide"] = ["toc"]  # a wide table: give it the room of the table of contents
-            return report_markdown(self.book, self.results, self._result, uri)
+            assert self.runner is not None
+            return report_markdown(self.book, self.results, self._result, uri,
+                                   perturbed=load_report(self.runner.cache_dir))
         entry = self.book.entries.get(uri)
         if entry is None or entry.failed:
             return markdown  # a page whose front matter failed: that one fault, not one per claim below it

@@ -24,8 +24,8 @@ def tooltip(rec: Record) -> str:
     unit = f" {rec.unit}" if rec.unit else ""
     where = f"{rec.check}" + (f", line {rec.source_line}" if rec.source_line else "")
     ran = " ".join(p for p in (rec.ran_at, f"({rec.how})" if rec.how else "") if p)
-    parts = [f"{rec.name} = {format_value(rec.value)}{unit}", f"computed by {where}", f"compared {rec.test}",
-             rec.device, ran]
+    got = f"source: {rec.source}, recorded by {where}" if rec.source else f"computed by {where}"
+    parts = [f"{rec.name} = {format_value(rec.value)}{unit}", got, f"compared {rec.test}", rec.device, ran]
     return " · ".join(p for p in parts if p)
 
 
@@ -37,9 +37,9 @@ def _data(rec: Record) -> dict[str, str]:
 def element(rec: Record) -> etree.Element | None:
     """The element a prose record renders as; None for a record that shows nothing (a failed sanity)."""
     if rec.kind == RecordKind.CLAIM:
-        el = etree.Element("span", {"class": "nb-claim" if rec.ok else "nb-claim nb-claim-bad",
-                                    "data-claim": rec.name, **_data(rec), "title": tooltip(rec),
-                                    "tabindex": "0"})
+        cls = ("nb-claim" if rec.ok else "nb-claim nb-claim-bad") + (" nb-fact" if rec.source else "")
+        el = etree.Element("span", {"class": cls, "data-claim": rec.name, **_data(rec), "title": tooltip(rec),
+                                    "tabindex": "0", **({"data-source": rec.source} if rec.source else {})})
         el.text = rec.shown
         return el
     if rec.kind in (RecordKind.FREE, RecordKind.UNVERIFIED):

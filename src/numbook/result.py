@@ -126,6 +126,8 @@ class CheckResult:
     lines: dict[str, int] = field(default_factory=dict)
     units: dict[str, str] = field(default_factory=dict)      # value name -> unit the check declared
     dtypes: dict[str, str] = field(default_factory=dict)     # value name -> floating dtype it was computed in
+    facts: dict[str, Any] = field(default_factory=dict)      # input name -> {key, source, read} of a fact
+    fixed: dict[str, str] = field(default_factory=dict)      # value name -> why no input moves it
     requires: str = "cpu"
     device: str = ""
     driver: str = ""                # the GPU driver (nvidia-smi) where a cuda check ran on a GPU

@@ -38,7 +38,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from . import sandbox
-from .check import RESULT_ENV
+from .check import FACTS_ENV, PERTURB_ENV, RESULT_ENV
 from .result import (
     DEFAULT_MEMORY,
     FAILED,
@@ -135,7 +135,7 @@ class Runner:
         """Bytes the check may use: its header's ``memory=``, else the runner's limit."""
         return self.memory if header.memory == "default" else header.memory  # type: ignore[return-value]
 
-    def key(self, path: Path, header: CheckHeader | None = None) -> tuple[str, str]:
+    def key(self, path: Path, header: CheckHeader | None = None, perturb: str | None = None) -> tuple[str, str]:
         """(first cache key, hash of the check's own source)."""
         source = path.read_bytes()
         own = hashlib.sha256(source).hexdigest()
@@ -145,6 +145,8 @@ class Runner:
         settings = {name: os.environ[name] for name in sorted(_KEYED) if name in os.environ}
         parts = [CACHE_VERSION, _MACHINERY, self.rel(path), own, declared, settings, self.versions, self.device,
                  header.timeout or self.timeout, self.memory_limit(header), header.requires]
+        if perturb:
+            parts.append({"perturb": perturb})
         key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
         return key, own[:20]
 
@@ -161,8 +163,11 @@ class Runner:
         return self._hashes[stamp]
 
     # -- running -------------------------------------------------------------------------
-    def result(self, check: str) -> CheckResult:
-        """The result of a check for this build: from memory, from disk, or by running it."""
+    def result(self, check: str, perturb: str | None = None) -> CheckResult:
+        """The result of a check for this build: from memory, from disk, or by running it.
+
+        ``perturb`` names an input the check's ``given()`` nudges (``numbook verify --perturb``).
+        """
         path = self.resolve(check)
         rel = self.rel(path)
         if not path.is_file():
@@ -173,14 +178,14 @@ class Runner:
             header = read_header(path.read_text(encoding="utf-8"))
         except ValueError as exc:
             return CheckResult(rel, Status.ERROR, stderr=f"{rel}: {exc}")
-        key, own = self.key(path, header)
+        key, own = self.key(path, header, perturb)
         with self._guard:
             self.keys.add(key)
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:
             if key in self._memo:
                 return self._memo[key]
-            res = self._from_disk(key) or self._run(path, rel, header, key, own)
+            res = self._from_disk(key) or self._run(path, rel, header, key, own, perturb)
             self._memo[key] = res
             return res
 
@@ -272,7 +277,8 @@ class Runner:
         return pruned
 
     # -- one run -------------------------------------------------------------------------
-    def _env(self, header: CheckHeader, scratch: Path, rel: str, limit: int | None) -> dict[str, str]:
+    def _env(self, header: CheckHeader, scratch: Path, rel: str, limit: int | None,
+             perturb: str | None = None) -> dict[str, str]:
         """The check's environment: the scrubbed parent's, what its header declares, and the runner's."""
         env = {k: v for k, v in os.environ.items() if k in _PASSED or k in _KEYED or k.startswith("LC_")}
         env.update({name: os.environ[name] for name in header.env if name in os.environ})
@@ -296,10 +302,14 @@ class Runner:
             sandbox.MEMORY_ENV: "" if limit is None else str(limit),
             sandbox.LIMIT_KIND_ENV: "data" if header.requires == "cuda" else "as",
             sandbox.CHECK_ENV: rel,
+            FACTS_ENV: str(self.checks_dir / "facts.yml"),
         })
+        if perturb:
+            env[PERTURB_ENV] = perturb
         return env
 
-    def _run(self, path: Path, rel: str, header: CheckHeader, key: str, own: str) -> CheckResult:
+    def _run(self, path: Path, rel: str, header: CheckHeader, key: str, own: str,
+             perturb: str | None = None) -> CheckResult:
         timeout = header.timeout or self.timeout
         limit = self.memory_limit(header)
         base = CheckResult(rel, Status.ERROR, requires=header.requires, device=self.device, versions=self.versions,
@@ -319,7 +329,7 @@ class Runner:
             base.ran_at = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
             proc = subprocess.Popen(
                 [sys.executable, "-X", "utf8", "-m", "numbook.sandbox", str(path)], cwd=scratch / "work",
-                env=self._env(header, scratch, rel, limit), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=self._env(header, scratch, rel, limit, perturb), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                 text=True, encoding="utf-8", errors="replace", start_new_session=True,
             )
             try:
@@ -356,6 +366,7 @@ class Runner:
         base.cpu_s = data.get("cpu_s")
         base.sanity, base.lines = data["sanity"], data["lines"]
         base.units, base.dtypes = data.get("units", {}), data.get("dtypes", {})
+        base.facts, base.fixed = data.get("facts", {}), data.get("fixed", {})
 
 
 def _kill_group(pid: int) -> None:

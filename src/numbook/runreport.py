@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Iterable
 
 from .book import Book, Entry
+from .perturb import PerturbReport
 from .runner import CheckResult
 from .verify import PageContext, verify_page
 
@@ -55,8 +56,31 @@ def _link(report_uri: str, entry: Entry) -> str:
     return f"[{label}]({target})"
 
 
+def _perturb_section(rep: PerturbReport | None) -> list[str]:
+    """The last ``numbook verify --perturb`` table, if there is one."""
+    if rep is None:
+        return ["## Perturbation", "", "No `numbook verify --perturb` report yet: run it to see which claims each "
+                "input moves.", ""]
+    out = ["## Perturbation", "",
+           f"Each check re-run with one input nudged (a count by one, a float by 1%), last on {rep.when}. "
+           "*dead*: the input moves no claim; *constant* claims move with no input.", "",
+           f"**{rep.status()}**", "", "| check | input | value | nudged | verdict | claims it moves |",
+           "|---|---|---|---|---|---|"]
+    for r in rep.rows:
+        moved = ", ".join(f"`{m}`" for m in r.moved) or r.note.replace("|", "\\|")
+        out.append(f"| `{r.check.removeprefix('checks/')}` | `{r.given}` | {r.was} | {r.nudged} | {r.verdict} | "
+                   f"{moved or '–'} |")
+    for check, names in sorted(rep.constants.items()):
+        out.append(f"\n*Constant claims of `{check}`*: {', '.join(f'`{n}`' for n in names)}.")
+    for check, fixed in sorted(rep.fixed.items()):
+        out.append("\n" + f"*Fixed values of `{check}`*: "
+                   + "; ".join(f"`{n}` ({why})" for n, why in sorted(fixed.items())) + ".")
+    return [*out, ""]
+
+
 def report_markdown(book: Book, results: dict[str, CheckResult], get: Callable[[str], CheckResult],
-                    report_uri: str = "report.md", now: _dt.datetime | None = None) -> str:
+                    report_uri: str = "report.md", now: _dt.datetime | None = None,
+                    perturbed: PerturbReport | None = None) -> str:
     """The Markdown of the run report page."""
     claims, pages = count_claims(book.entries.values(), get)
     rows = sorted({r.check: r for r in results.values()}.values(), key=lambda r: r.check)
@@ -83,4 +107,5 @@ def report_markdown(book: Book, results: dict[str, CheckResult], get: Callable[[
     out += ["", "*source*: `ran` ran for this build; `cache` is the result of an earlier run with the same "
                 "source, imports, library versions and device; `frozen` is a committed GPU result "
                 "(`checks/frozen/`). *time* is the check's own run time, when it ran.", ""]
+    out += _perturb_section(perturbed)
     return "\n".join(out)

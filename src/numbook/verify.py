@@ -94,6 +94,7 @@ class Record:
     ran_at: str = ""
     how: str = ""            # ran for this build, from cache, frozen GPU result
     source_line: int | None = None   # the check's line that recorded it
+    source: str = ""         # where a fact comes from (the facts file's source and date read)
     message: str = ""        # a sanity's message
     operands: tuple[Any, ...] = ()   # a sanity's two computed sides
     caption: str = ""        # a figure's caption and SVG
@@ -256,8 +257,10 @@ class _Verifier:
         self.precision(res, name, literal, line)
         ok = ok and len(self.diags) == before
         self.claims[res.check] = self.claims.get(res.check, 0) + 1
+        src = res.facts.get(name)
+        source = f"{src['source']} (read {src['read']})" if isinstance(src, dict) else ""
         return Record(RecordKind.CLAIM, shown=shown, name=name, check=res.check, value=value, ok=ok,
-                      test=literal.describe(), unit=unit.symbol if unit else "",
+                      test=literal.describe(), unit=unit.symbol if unit else "", source=source,
                       source_line=res.lines.get(name), **_provenance(res), **at)
 
     def unit(self, res: CheckResult, name: str, value: Any, literal: ClaimLiteral, m: re.Match[str],

@@ -29,7 +29,7 @@ from .book import Book
 from .config import ConfigError, Layout, load_layout
 from .diagnostics import Diagnostic
 from .frozen import FreezeError, freeze_checks
-from .lint import lint_book, orphan_faults, structure_faults
+from .lint import label_faults, lint_book, orphan_faults, structure_faults
 from .perturb import format_report, perturb, save_report
 from .runner import CheckResult, Progress, Runner
 from .scaffold import ScaffoldError, scaffold
@@ -93,7 +93,7 @@ def check_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progr
                 bound.setdefault(rec.check, set()).add(rec.name)
             elif rec.kind == RecordKind.FREE and rec.shown:
                 free[entry.path] = free.get(entry.path, 0) + 1
-    diags += orphan_faults(book, runner.checks_dir)
+    diags += orphan_faults(book, runner.checks_dir) + label_faults(book, runner.checks_dir)
     return BookReport(list(dict.fromkeys(diags)), results, claims, runner, bound, free)
 
 

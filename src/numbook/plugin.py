@@ -29,7 +29,7 @@ from mkdocs.structure.pages import Page
 from . import __version__
 from .book import Book, Entry, id_key
 from .diagnostics import Diagnostic, Reporter, log
-from .lint import orphan_faults, structure_faults
+from .lint import label_faults, orphan_faults, structure_faults
 from .markdown_ext import check_formatter, check_validator
 from .page import ChapterMeta
 from .perturb import load_report
@@ -239,7 +239,8 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
 
     def on_post_build(self, *, config: MkDocsConfig) -> None:
         assert self.runner is not None
-        self.session.reporter.report(orphan_faults(self.book, self.runner.checks_dir))
+        self.session.reporter.report(orphan_faults(self.book, self.runner.checks_dir)
+                                     + label_faults(self.book, self.runner.checks_dir))
         faults = self.session.reporter.faults
         if faults and config.strict and not self.serving and not log.isEnabledFor(logging.WARNING):
             # --quiet hides warnings from --strict's counter; a wrong number must still fail the build

@@ -184,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--jobs", type=int, default=0, help="checks run at once (default: the plugin's jobs, one per core)")
     v.add_argument("--perturb", action="store_true",
                    help="re-run each check with each input nudged; report dead inputs and constant claims")
+    v.add_argument("--only", action="append", default=[], metavar="CHECK",
+                   help="with --perturb: nudge only this check's inputs (repeatable)")
     v.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="a line on stderr as each check finishes (default: when stderr is a terminal)")
     r = sub.add_parser("run", help="run one check alone, through the runner's sandbox, and show what it recorded")
@@ -235,7 +237,9 @@ def _command(args: Any) -> int:
             print("free numbers: " + ", ".join(f"{p} {n}" for p, n in sorted(book.free.items())))
         clean = True
         if args.perturb:
-            report = perturb(results, book.bound, lambda check, given: runner.result(check, perturb=given))
+            chosen = {runner.rel(runner.resolve(c)) for c in args.only}
+            pick = {k: r for k, r in results.items() if not chosen or r.check in chosen}
+            report = perturb(pick, book.bound, lambda check, given: runner.result(check, perturb=given))
             save_report(report, runner.cache_dir)
             print(format_report(report))
             clean = report.clean

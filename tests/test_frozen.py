@@ -293,3 +293,23 @@ def test_nox_freeze_is_a_session_that_does_not_run_by_default() -> None:
                           text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert any(line.startswith("- freeze -> ") for line in proc.stdout.splitlines()), proc.stdout
+
+
+def test_a_frozen_result_goes_stale_when_a_file_its_check_read_changes(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Staleness covers what the check reads (the harness it imports, its data), not only its source."""
+    root = gpu_book(tmp_path)
+    (root / "checks" / "_gpu_params.json").write_text('{"d": 512}', encoding="utf-8")
+    with (root / CHECK).open("a", encoding="utf-8") as fh:
+        fh.write("import json, pathlib\njson.loads((pathlib.Path(__file__).parent / '_gpu_params.json').read_text())\n")
+    data = freeze_fixture(root, monkeypatch)
+    assert "checks/_gpu_params.json" in data["reads"]
+    assert set(data["provenance"]) >= {"git_commit", "cuda"}
+    assert build(root, env(tmp_path)).returncode == 0
+    (root / "checks" / "_gpu_params.json").write_text('{"d": 1024}', encoding="utf-8")
+    proc = build(root, env(tmp_path))
+    assert proc.returncode == 1
+    assert warnings(proc) == [
+        f"problems/I.1.A01.md:4: {CHECK} read files that changed since its frozen GPU result was made "
+        f"(checks/_gpu_params.json; frozen {data['ran_at']} on cuda: {FAKE_GPU}); refresh it with `nox -s freeze` "
+        "on a GPU machine"]

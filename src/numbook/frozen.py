@@ -138,8 +138,30 @@ def load_frozen(runner: Runner, path: Path, rel: str, base: CheckResult, reason:
                        f"{res.source_hash}, the check is now {base.source_hash} (frozen {res.ran_at} on "
                        f"{res.device}); refresh it with `nox -s freeze` on a GPU machine")
         return base
+    tool = _tool_dir(runner)
+    changed = [f for f, digest in sorted(res.reads.items())
+               if not (tool and f.startswith(tool)) and runner.file_hash(f) != digest]
+    if changed:   # what the check read (the harness it imports, its data) is part of the result too
+        base.status = Status.FROZEN_STALE
+        shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+        base.stderr = (f"{rel} read files that changed since its frozen GPU result was made ({shown}; frozen "
+                       f"{res.ran_at} on {res.device}); refresh it with `nox -s freeze` on a GPU machine")
+        return base
     res.frozen, res.cached = True, False
     return res
+
+
+def _tool_dir(runner: Runner) -> str:
+    """The numbook package's folder relative to the root ("src/numbook/"), if it lies in the project.
+
+    The tool's own files (the check API, the sandbox) are machinery, not what a GPU figure measures:
+    an edit to them does not make a frozen result stale; the harness and the data a check reads do.
+    """
+    here = Path(__file__).resolve().parent
+    try:
+        return here.relative_to(runner.root).as_posix() + "/"
+    except ValueError:
+        return ""
 
 
 def _invalid(data: dict[str, Any], res: CheckResult, rel: str) -> str:
@@ -171,8 +193,41 @@ def freeze(runner: Runner, result: CheckResult) -> Path:
     for transient in ("cached", "frozen"):
         data.pop(transient, None)
     data["numbook_frozen"] = FORMAT
+    data["provenance"] = provenance(runner.root)
     f.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return f
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> str:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False, cwd=cwd)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def provenance(root: Path, python: str = sys.executable) -> dict[str, str]:
+    """What a frozen GPU figure depends on beyond the check: the commit, CUDA and cuBLAS, clocks and power."""
+    import importlib.metadata as md
+
+    out = {"git_commit": _run(["git", "rev-parse", "HEAD"], cwd=root) or "unknown"}
+    if _run(["git", "status", "--porcelain"], cwd=root):
+        out["git_commit"] += " (with uncommitted changes)"
+    out["cuda"] = _run([python, "-c", "import torch; print(torch.version.cuda)"]) or "unknown"
+    for dist in ("nvidia-cublas-cu12", "nvidia-cublas-cu13", "nvidia-cublas"):
+        try:
+            out["cublas"] = md.version(dist)
+            break
+        except md.PackageNotFoundError:
+            continue
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        q = _run([smi, "--query-gpu=clocks.sm,clocks.mem,clocks.max.sm,power.limit,pstate", "--format=csv,noheader"])
+        if q:
+            sm, mem, max_sm, power, pstate = ([p.strip() for p in q.splitlines()[0].split(",")] + [""] * 5)[:5]
+            out.update({"sm_clock": sm, "mem_clock": mem, "max_sm_clock": max_sm, "power_limit": power,
+                        "pstate": pstate})
+    return out
 
 
 def cuda_checks(runner: Runner) -> list[str]:

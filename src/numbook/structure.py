@@ -21,7 +21,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Line", "walk", "code_spans", "math_ranges", "inside", "h2", "heading", "FRONT_MATTER",
+__all__ = ["Line", "walk", "code_spans", "paragraph_code_spans", "math_ranges", "inside", "h2", "heading", "FRONT_MATTER",
            "check_file_name"]
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
@@ -30,7 +30,7 @@ FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)",
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<rest>.*)$")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*(?:\{[^}]*\})?[ \t]*#*[ \t]*$")
 _CONTAINER = re.compile(r"^(?P<indent> *)(?:(?:[-*+]|\d+[.)])[ \t]+|(?:!!!|\?\?\?\+?|===\+?)[ \t]+\S)")
-_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -107,6 +107,40 @@ def walk(text: str) -> Iterator[Line]:
 def code_spans(line: str) -> list[tuple[int, int]]:
     """Character ranges of ``line`` inside inline code spans (backticks included)."""
     return [(m.start(), m.end()) for m in _CODE_SPAN.finditer(line)]
+
+
+def paragraph_code_spans(lines: list[Line]) -> dict[int, list[tuple[int, int]]]:
+    """Code-span ranges per line index, where a span may run across the lines of one paragraph.
+
+    Python-Markdown reads ```a\nb``` inside a paragraph as one code span; a blank line or a
+    code block ends the paragraph, and with it any span left open.
+    """
+    out: dict[int, list[tuple[int, int]]] = {}
+    para: list[Line] = []
+
+    def flush() -> None:
+        if not para:
+            return
+        text = "\n".join(ln.text for ln in para)
+        starts = []
+        pos = 0
+        for ln in para:
+            starts.append(pos)
+            pos += len(ln.text) + 1
+        for m in _CODE_SPAN.finditer(text):
+            for ln, at in zip(para, starts, strict=True):
+                a, b = max(m.start(), at), min(m.end(), at + len(ln.text))
+                if a < b or (a == b and m.start() <= at < m.end()):
+                    out.setdefault(ln.index, []).append((a - at, b - at))
+        para.clear()
+
+    for ln in lines:
+        if ln.code or not ln.text.strip():
+            flush()
+        else:
+            para.append(ln)
+    flush()
+    return out
 
 
 def math_ranges(line: str, state: str) -> tuple[list[tuple[int, int]], str]:

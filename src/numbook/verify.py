@@ -25,7 +25,7 @@ from .diagnostics import Diagnostic
 from .page import SECTIONS
 from .relations import relation_sentences
 from .runner import CheckResult
-from .structure import check_file_name, code_spans, heading, inside, math_ranges, walk
+from .structure import check_file_name, heading, inside, math_ranges, paragraph_code_spans, walk
 from .units import Unit, name_unit, parse_unit, unit_after
 
 __all__ = ["PageContext", "PageReport", "Record", "RecordKind", "verify_page", "CLAIM", "failure_message",
@@ -156,6 +156,13 @@ def unbound_numbers(text: str) -> list[str]:
     for pat in _IDENTIFIERS:
         text = pat.sub(" ", text)
     return [m.group() for m in _NUMBER.finditer(text) if m.group() not in ZERO_ONE]
+
+
+def _outside(line: str, spans: list[tuple[int, int]]) -> str:
+    """``line`` with the given ranges blanked."""
+    for a, b in sorted(spans, reverse=True):
+        line = line[:a] + " " * (b - a) + line[b:]
+    return line
 
 
 def display(lit: str, math: bool) -> str:
@@ -340,7 +347,9 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
                                              "[[sanity:name]] naming a sanity() in the check")
         sanity_block.clear()
 
-    for ln in walk(text):
+    lines = list(walk(text))
+    span_map = paragraph_code_spans(lines)
+    for ln in lines:
         line = ln.text
         lineno = ln.index + 1 + ctx.line_offset
         if ln.code:
@@ -358,24 +367,15 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
             if _LIST_ITEM.match(line):
                 close_sanity_block()  # each list item is a sentence of its own
             sanity_block.append((lineno, line))
-        spans = code_spans(line)
+        spans = span_map.get(ln.index, [])
         if not line.strip() and math_state == "$":
             math_state = ""  # an unclosed $ does not run past its paragraph
         ranges, math_state = math_ranges(line, math_state)
-        plain: list[str] = []
-        last = 0
         for m in CLAIM.finditer(line):
-            if inside(m.start(), spans):
-                continue
-            plain.append(line[last:m.start()] + " ")
-            v.records.append(v.marker(m, ln.index, lineno, section, inside(m.start(), ranges)))
-            last = m.end()
-        plain.append(line[last:])
+            if not inside(m.start(), spans):
+                v.records.append(v.marker(m, ln.index, lineno, section, inside(m.start(), ranges)))
         if ctx.scan_numbers and head is None:
-            prose = "".join(plain)
-            for a, b in reversed(code_spans(prose)):
-                prose = prose[:a] + " " + prose[b:]
-            v.unbound(prose, lineno, section)
+            v.unbound(CLAIM.sub(" ", _outside(line, spans)), lineno, section)
     close_sanity_block()
 
     if ctx.scan_numbers:

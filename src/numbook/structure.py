@@ -21,8 +21,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Line", "walk", "code_spans", "paragraph_code_spans", "math_ranges", "inside", "h2", "heading", "FRONT_MATTER",
-           "check_file_name"]
+__all__ = ["Line", "walk", "code_spans", "paragraph_code_spans", "math_ranges", "inside", "h2", "heading",
+           "FRONT_MATTER", "check_file_name"]
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 """The one front-matter rule (MkDocs' own: ``mkdocs.utils.meta``)."""

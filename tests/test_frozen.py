@@ -92,7 +92,6 @@ def pretend_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """TEST FIXTURE ONLY: make this process believe an H200 with a CUDA torch is here."""
     monkeypatch.setattr(frozen, "gpu_info", lambda: frozen.GpuInfo(FAKE_GPU, FAKE_DRIVER))
     monkeypatch.setattr(frozen, "_torch_cuda", lambda python: (True, "2.13.0+cu128"))
-    monkeypatch.setattr(frozen, "_status", {})
     monkeypatch.setattr(runner_module, "_versions", lambda: {"Python": "3.11.9", "torch": "2.13.0+cu128",
                                                              "numpy": "2.3.4"})
 

@@ -17,7 +17,7 @@ from mkdocs.config import load_config
 from mkdocs.exceptions import MkDocsException
 
 from .plugin import NumbookConfig, memory_option
-from .result import DEFAULT_MEMORY
+from .result import DEFAULT_CACHE_DIR, DEFAULT_MEMORY, DEFAULT_TIMEOUT
 
 __all__ = ["Layout", "ConfigError", "load_layout"]
 
@@ -34,8 +34,8 @@ class Layout:
     docs_dir: str = "docs"
     problems_dir: str = "problems"
     checks_dir: str = "checks"
-    cache_dir: str | None = ".cache/numbook"     # None: no cache
-    timeout: float = 120.0
+    cache_dir: str | None = DEFAULT_CACHE_DIR    # None: no cache
+    timeout: float = DEFAULT_TIMEOUT
     jobs: int = 0
     execute: bool = True
     memory: int | None = DEFAULT_MEMORY

@@ -19,7 +19,6 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -82,18 +81,11 @@ def _torch_cuda(python: str) -> tuple[bool, str]:
     return (True, "absent") if data is None else (bool(data[1]), str(data[0]))
 
 
-_status: dict[tuple[str, str], GpuStatus] = {}
-_status_lock = threading.Lock()
-
-
 def gpu_status(device: str, python: str = sys.executable) -> GpuStatus:
-    """Whether a ``requires=cuda`` check can run on a GPU here; probed once per process."""
+    """Whether a ``requires=cuda`` check can run on a GPU here (the runner asks once per build)."""
     if not device.startswith("cuda"):
         return GpuStatus(False, device)
-    with _status_lock:
-        if (device, python) not in _status:
-            _status[device, python] = _probe(device, python)
-        return _status[device, python]
+    return _probe(device, python)
 
 
 def _probe(device: str, python: str) -> GpuStatus:

@@ -34,6 +34,7 @@ from markdown_exec import base_format
 
 from .diagnostics import Diagnostic
 from .render import element, rewrite, tex, to_html
+from .result import DEFAULT_CACHE_DIR
 from .runner import CheckResult, Runner
 from .session import Session
 from .verify import PageContext, PageReport, Record, failure_message, verify_page
@@ -115,7 +116,7 @@ class NumbookExtension(Extension):
             "context": ["", "A numbook.verify.PageContext for the page being converted (programmatic use)."],
             "root": [".", "Project root (the folder holding checks/), when no plugin sets the page."],
             "checks_dir": ["checks", "Folder of the check scripts, relative to the root."],
-            "cache_dir": [".cache/numbook", "Result cache, relative to the root ('' for none)."],
+            "cache_dir": [DEFAULT_CACHE_DIR, "Result cache, relative to the root ('' for none)."],
             "page_path": ["", "The page's path, for messages (no plugin)."],
             "check": ["", "The page's check, relative to checks_dir (no plugin)."],
             "line_offset": [0, "Lines of front matter before the Markdown (no plugin)."],

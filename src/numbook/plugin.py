@@ -34,7 +34,7 @@ from .markdown_ext import check_formatter, check_validator
 from .page import ChapterMeta
 from .perturb import load_report
 from .render import to_html
-from .result import DEFAULT_MEMORY, parse_memory
+from .result import DEFAULT_CACHE_DIR, DEFAULT_MEMORY, DEFAULT_TIMEOUT, parse_memory
 from .runner import CheckResult, Runner
 from .runreport import report_markdown
 from .session import Session
@@ -50,9 +50,9 @@ class NumbookConfig(base.Config):
     """Folder of the problem pages, relative to mkdocs.yml."""
     checks_dir = c.Dir(exists=True, default="checks")
     """Folder of the check scripts, relative to mkdocs.yml."""
-    cache_dir = c.Type(str, default=".cache/numbook")
+    cache_dir = c.Type(str, default=DEFAULT_CACHE_DIR)
     """Result cache, relative to mkdocs.yml; empty for no cache."""
-    timeout = c.Type((int, float), default=120)
+    timeout = c.Type((int, float), default=DEFAULT_TIMEOUT)
     """Seconds a check may run before it is stopped (a check's header can override it)."""
     jobs = c.Type(int, default=0)
     """Checks run at once; 0 for one per CPU core."""

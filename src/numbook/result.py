@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Status", "CheckResult", "CheckHeader", "read_header", "parse_memory", "format_bytes",
-           "DEFAULT_MEMORY", "FAILED"]
+           "DEFAULT_MEMORY", "DEFAULT_CACHE_DIR", "DEFAULT_TIMEOUT", "FAILED"]
 
 
 class Status(enum.StrEnum):
@@ -32,6 +32,8 @@ class Status(enum.StrEnum):
 FAILED = frozenset({Status.ERROR, Status.TIMEOUT, Status.OUT_OF_MEMORY})   # a run that failed (and is cached)
 
 DEFAULT_MEMORY = 8 * 2**30      # bytes a check may use: two parallel checks fit a 24 GiB machine
+DEFAULT_CACHE_DIR = ".cache/numbook"   # the result cache, relative to the project root
+DEFAULT_TIMEOUT = 120.0                # seconds a check may run, unless its header says otherwise
 
 _HEADER = re.compile(r"^#\s*numbook:\s*(.+)$", re.MULTILINE)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

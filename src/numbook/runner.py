@@ -36,11 +36,17 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import sandbox
 from .check import FACTS_ENV, PERTURB_ENV, RESULT_ENV
+
+if TYPE_CHECKING:
+    from .frozen import GpuStatus
 from .result import (
+    DEFAULT_CACHE_DIR,
     DEFAULT_MEMORY,
+    DEFAULT_TIMEOUT,
     FAILED,
     CheckHeader,
     CheckResult,
@@ -98,8 +104,8 @@ _MACHINERY = hashlib.sha256(Path(sandbox.__file__).read_bytes()).hexdigest()[:20
 class Runner:
     """Runs checks for one project; thread-safe; one run per key per process."""
 
-    def __init__(self, root: Path, checks_dir: str = "checks", cache_dir: str | None = ".cache/numbook",
-                 timeout: float = 120.0, jobs: int = 0, execute: bool = True, *,
+    def __init__(self, root: Path, checks_dir: str = "checks", cache_dir: str | None = DEFAULT_CACHE_DIR,
+                 timeout: float = DEFAULT_TIMEOUT, jobs: int = 0, execute: bool = True, *,
                  memory: int | None = DEFAULT_MEMORY) -> None:
         self.root = root.resolve()
         self.checks_dir = self.root / checks_dir
@@ -115,6 +121,7 @@ class Runner:
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
         self._hashes: dict[tuple[str, int, int, int], str | None] = {}
+        self._gpu: GpuStatus | None = None
 
     # -- names ---------------------------------------------------------------------------
     def resolve(self, check: str) -> Path:
@@ -317,7 +324,10 @@ class Runner:
         if header.requires == "cuda":  # live only on a GPU torch can use; elsewhere its frozen GPU result
             from .frozen import gpu_status, load_frozen
 
-            gpu = gpu_status(self.device)
+            with self._guard:
+                if self._gpu is None:   # probed once per runner: it starts a Python that imports torch
+                    self._gpu = gpu_status(self.device)
+                gpu = self._gpu
             if not gpu.usable:
                 return load_frozen(self, path, rel, base, gpu.reason)
             base.driver = gpu.driver

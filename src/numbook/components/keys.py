@@ -17,7 +17,6 @@ import re
 import xml.etree.ElementTree as etree
 
 from markdown import Markdown
-from markdown import util as mutil
 
 from ..claims import LiteralError, format_value, parse_literal
 from ..markdown_ext import extension_of
@@ -26,7 +25,6 @@ from ..verify import Record, RecordKind
 
 __all__ = ["check_key", "option_text", "hide_claim_titles"]
 
-_PLACEHOLDER = re.compile(re.escape(mutil.STX) + r"wzxhzdk:(\d+)" + re.escape(mutil.ETX))
 _TAG = re.compile(r"<[^>]+>")
 
 
@@ -35,22 +33,26 @@ def _stashed(md: Markdown, index: int) -> Record | None:
     return ext.stashed.get(index) if ext is not None else None
 
 
+def _stash_in(md: Markdown, text: str) -> list[int]:
+    """Indices of the stashed entries whose placeholders occur in ``text``, in order of appearance."""
+    found = [(text.find(md.htmlStash.get_placeholder(i)), i) for i in range(len(md.htmlStash.rawHtmlBlocks))]
+    return [i for at, i in sorted(found) if at >= 0]
+
+
 def option_text(md: Markdown, el: etree.Element) -> tuple[str, list[Record]]:
     """The plain text of a rendered option, and the claim records in it."""
     records: list[Record] = []
-
-    def expand(m: re.Match[str]) -> str:
-        i = int(m.group(1))
+    text = "".join(el.itertext())
+    for i in _stash_in(md, text):
         rec = _stashed(md, i)
         if rec is not None:
             if rec.kind in (RecordKind.CLAIM, RecordKind.UNVERIFIED):
                 records.append(rec)
-            return rec.shown
-        raw = md.htmlStash.rawHtmlBlocks[i] if i < len(md.htmlStash.rawHtmlBlocks) else ""
-        text = raw if isinstance(raw, str) else to_html(raw)
-        return _TAG.sub("", text)
-
-    text = _PLACEHOLDER.sub(expand, "".join(el.itertext()))
+            shown = rec.shown
+        else:
+            raw = md.htmlStash.rawHtmlBlocks[i]
+            shown = _TAG.sub("", raw if isinstance(raw, str) else to_html(raw))
+        text = text.replace(md.htmlStash.get_placeholder(i), shown)
     return " ".join(text.split()), records
 
 
@@ -97,8 +99,7 @@ def hide_claim_titles(md: Markdown, el: etree.Element) -> None:
     ``components.js`` puts it back once the reader has found the right answer. The claim is
     rendered again from its record, with the tooltip moved.
     """
-    for m in _PLACEHOLDER.finditer("".join(el.itertext())):
-        i = int(m.group(1))
+    for i in _stash_in(md, "".join(el.itertext())):
         rec = _stashed(md, i)
         if rec is None or rec.kind != RecordKind.CLAIM:
             continue

@@ -85,6 +85,12 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
     "a precision line the build cannot enforce": (
         lambda r: edit(r, A01, "title: The memory", "precision: three decimals\ntitle: The memory"),
         "problems/I.1.A01.md:3: front matter 'precision' is gone"),
+    "more digits than the value's dtype carries": (
+        lambda r: (_append(r, CHECK, '\nvalue("loss", 3.447619438171, dtype="float32")\n'),
+                   edit(r, A01, "Tied input and output embeddings share one table.",
+                        "Tied input and output embeddings share one table; the loss is [[3.447619438171|loss]].")),
+        "problems/I.1.A01.md:49: claim 'loss' is written with 13 significant digits, but "
+        "checks/i1_a01_embedding.py computed it in float32, which carries about 8: round it"),
     "a Given that disagrees with the check's input": (
         lambda r: edit(r, A01, "width $d = [[512|d]]$", "width $d = [[256|d]]$"),
         "problems/I.1.A01.md:14: claim 'd' reads 256, checks/i1_a01_embedding.py computed 512"),

@@ -272,6 +272,8 @@ n_prob_bad = value("n_naive_bad", n_exp_bad_a + n_sm_bad_b)
 value("n_rows_b", len(res_b))
 n_exp_bad_b = value("n_exp_bad_b", sum(not math.isfinite(r["exp_naive"]) for r in res_b.values()))
 value("n_exp_bad_all", n_exp_bad_a + n_exp_bad_b)
+sanity("exp_fails_all_b", n_exp_bad_b == len(cases_b), "exp/sum/divide is not finite at any probe of row B",
+       operands=(n_exp_bad_b, len(cases_b)))
 n_stable_bad = value("n_stable_bad", sum(not math.isfinite(r["stable"]) for r in [*res_a.values(), *res_b.values()]))
 print(f"\n  {n_cases} probes: exp/sum/divide fails at {n_exp_bad_a} of row A and {n_exp_bad_b} of row B; "
       f"softmax-then-log returns inf at {n_sm_bad_b} of row B and a wrong finite value at {n_sm_wrong_b}; "

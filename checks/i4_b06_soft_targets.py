@@ -8,12 +8,13 @@ and finds the floor of the smoothed loss, the entropy of q.
 """
 
 import math
+import warnings
 
 import torch
 import torch.nn.functional as F
 from _memory import peak_alloc
 
-from numbook.check import given, sanity, value
+from numbook.check import fact, given, sanity, value
 
 MB = 10**6
 
@@ -68,7 +69,8 @@ print("\nLoss per position, four routes (max |difference|)")
 for k, v in diffs.items():
     row(k, f"{v:.1e}")
 row("mean smoothed loss / plain loss", f"{l_ls.mean().item():.4f}", f"{F.cross_entropy(z, y).item():.4f}")
-sanity("routes_agree", max(diffs.values()) < 1e-4, "all four forms of the smoothed loss agree")
+sanity("routes_agree", max(diffs.values()) < 1e-4, "all four forms of the smoothed loss agree",
+       operands=(max(diffs.values()), 1e-4))
 del logp, l_contract, l_decomp, l_prob
 
 # -- memory, measured -------------------------------------------------------------------------------
@@ -80,7 +82,7 @@ value("peak_prob_mb", peak_prob / MB)
 value("peak_hand_mb", peak_hand / MB)
 value("logits_mb", z.nbytes / MB)
 print("\nBytes allocated during the call (torch.profiler, profile_memory=True); q already exists")
-row("F.cross_entropy(z, y, label_smoothing=0.1)", f"{peak_ls / MB:.1f} MB")
+row(f"F.cross_entropy(z, y, label_smoothing={eps:g})", f"{peak_ls / MB:.1f} MB")
 row("F.cross_entropy(z, q)", f"{peak_prob / MB:.1f} MB")
 row("-(q * log_softmax(z)).sum(-1).mean()", f"{peak_hand / MB:.1f} MB")
 row("(the logits themselves)", f"{z.nbytes / MB:.1f} MB")
@@ -97,25 +99,93 @@ value("entropy_q", H)
 z_opt = torch.log(q[:8])                                    # logits equal to log q: p = q
 at_opt = F.cross_entropy(z_opt, y[:8], label_smoothing=eps).item()
 value("loss_at_q", at_opt)
-conf = {}
-value("margin_10", 10)
-value("margin_20", 20)
-for k in (5.0, 10.0, 20.0):
-    zc = torch.zeros(8, V)
-    zc[torch.arange(8), y[:8]] = k
-    conf[k] = F.cross_entropy(zc, y[:8], label_smoothing=eps).item()
-    value(f"loss_conf_{int(k)}", conf[k])
-    value(f"loss_conf_{int(k)}_plain", F.cross_entropy(zc, y[:8]).item())
-value("margin_opt", math.log(q_on / (eps / V)))
+
+# The smoothed loss of one position as a function of its margin m (target logit m, every other 0),
+# in fp64 on torch itself; its derivative comes from autograd.
+y1 = y[:1]
+
+
+def loss_at_margin(m, smoothing=eps):
+    z1 = torch.zeros(1, V, dtype=torch.float64)
+    z1[0, y1[0]] = m
+    return F.cross_entropy(z1, y1, label_smoothing=smoothing).item()
+
+
+def slope_at_margin(m):
+    mt = torch.tensor(float(m), dtype=torch.float64, requires_grad=True)
+    z1 = torch.zeros(1, V, dtype=torch.float64)
+    z1 = z1.index_put((torch.tensor([0]), y1), mt.reshape(1))
+    (gm,) = torch.autograd.grad(F.cross_entropy(z1, y1, label_smoothing=eps), mt)
+    return gm.item()
+
+
+# find the optimum margin by bisection on the sign of the slope: negative below it, positive past it
+lo, hi = 0.0, 1.0
+while slope_at_margin(hi) < 0:
+    hi *= 2
+while hi - lo > 1e-10:
+    mid = (lo + hi) / 2
+    lo, hi = (mid, hi) if slope_at_margin(mid) < 0 else (lo, mid)
+m_opt = value("margin_opt", (lo + hi) / 2)
+m_closed = value("margin_opt_closed", math.log(q_on / (eps / V)))
+loss_opt = value("loss_at_margin_opt", loss_at_margin(m_opt))
+sanity("optimum_found", abs(m_opt - m_closed) < 1e-6,
+       "bisection on torch's gradient finds the optimum margin at log(q_on / q_off)",
+       operands=(m_opt, m_closed))
+
+# probe margins below and past the optimum
+m_lo = given("m_lo", 10.0)
+m_mid = given("m_mid", 15.0)
+m_hi = given("m_hi", 20.0)
+conf = {m: value(name, loss_at_margin(m)) for name, m in
+        (("loss_m_lo", m_lo), ("loss_m_mid", m_mid), ("loss_m_hi", m_hi))}
+plain_hi = value("loss_m_hi_plain", loss_at_margin(m_hi, smoothing=0.0))
+# a grid of margins on each side of the optimum, to test the direction of the loss there
+below = torch.linspace(0, m_opt, 101, dtype=torch.float64)[:-1].tolist()
+past = torch.linspace(m_opt, 3 * m_opt, 101, dtype=torch.float64)[1:].tolist()
+l_below = [loss_at_margin(m) for m in below]
+l_past = [loss_at_margin(m) for m in past]
 print("\nThe floor of the smoothed loss")
 row("H(q), closed form", f"{H:.4f}")
 row("loss at logits = log q", f"{at_opt:.4f}")
-row("optimal margin log(q_on / q_off)", f"{math.log(q_on / (eps / V)):.3f}")
-for k, v in conf.items():
-    row(f"target logit {k:g} above the rest", f"{v:.4f}")
-sanity("floor_is_entropy", abs(at_opt - H) < 1e-4, "at p = q the smoothed loss equals H(q)")
-sanity("overconfidence_penalised", conf[20.0] > conf[10.0] > at_opt,
-       "a larger margin than log(q_on/q_off) raises the smoothed loss")
+row("optimal margin, bisection on torch's gradient", f"{m_opt:.3f}")
+row("optimal margin, log(q_on / q_off)", f"{m_closed:.3f}")
+for m, v in conf.items():
+    side = "below" if m < m_opt else "past"
+    row(f"margin {m:g} ({side} the optimum)", f"{v:.4f}")
+row(f"margin {m_hi:g}, no smoothing", f"{plain_hi:.1e}")
+row(f"grid below the optimum ({len(below)} margins)", f"{l_below[0]:.4f}", f"{l_below[-1]:.4f}")
+row(f"grid past the optimum ({len(past)} margins)", f"{l_past[0]:.4f}", f"{l_past[-1]:.4f}")
+sanity("floor_is_entropy", abs(at_opt - H) < 1e-4, "at p = q the smoothed loss equals H(q)",
+       operands=(at_opt, H))
+sanity("falls_below_opt",
+       m_lo < m_opt and conf[m_lo] > loss_opt and all(b < a for a, b in zip(l_below, l_below[1:])),
+       "below the optimum margin a larger margin gives a smaller smoothed loss",
+       operands=(conf[m_lo], loss_opt))
+sanity("rises_past_opt",
+       m_opt < m_mid < m_hi and conf[m_hi] > conf[m_mid] > loss_opt
+       and all(b > a for a, b in zip(l_past, l_past[1:])) and plain_hi < 1e-4,
+       "past the optimum margin a larger margin gives a larger smoothed loss",
+       operands=(conf[m_hi], conf[m_mid]))
+
+# KL divergence: cross-entropy minus H(q), per position only with reduction="batchmean"
+z_hi = torch.zeros(1, V, dtype=torch.float64)
+z_hi[0, y1[0]] = m_hi
+q_hi = torch.full((1, V), eps / V, dtype=torch.float64)
+q_hi[0, y1[0]] += 1 - eps
+logp_hi = torch.log_softmax(z_hi, dim=-1)
+kl_hi = value("kl_m_hi", F.kl_div(logp_hi, q_hi, reduction="batchmean").item())
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")              # torch warns that "mean" is not the KL per position
+    kl_hi_mean = value("kl_m_hi_mean", F.kl_div(logp_hi, q_hi, reduction="mean").item())
+kl_opt = value("kl_at_q", F.kl_div(torch.log(q_hi), q_hi, reduction="batchmean").item())
+value("ce_minus_entropy_m_hi", conf[m_hi] - H)
+row(f"margin {m_hi:g}: kl_div batchmean, CE - H(q)", f"{kl_hi:.4f}", f"{conf[m_hi] - H:.4f}")
+row(f"margin {m_hi:g}: kl_div, reduction='mean'", f"{kl_hi_mean:.2e}")
+sanity("kl_is_ce_minus_entropy", abs(kl_hi - (conf[m_hi] - H)) < 1e-9 and abs(kl_opt) < 1e-12,
+       "kl_div(batchmean) = cross-entropy - H(q), and 0 at p = q", operands=(kl_hi, conf[m_hi] - H))
+sanity("kl_mean_divides_by_V", abs(kl_hi_mean * V - kl_hi) < 1e-9,
+       "kl_div's default reduction divides by N * |V|", operands=(kl_hi_mean * V, kl_hi))
 
 # -- with ignore_index: ignored positions drop out of both terms -------------------------------------
 yi = y.clone()
@@ -130,15 +200,18 @@ sanity("ls_respects_ignore", abs(l_ls_i - hand_i).item() < 1e-4,
 del logp_v
 
 # -- variation: distillation targets from a teacher, stored in bf16 -----------------------------------
-V2 = value("V2", 128_256)
-T2 = value("T2", 2048)
+V2 = fact("llama3_8b_vocab", "V2")
+T2 = given("T2", 2048)
+batch_var = given("batch_var", 8)
 teacher = torch.empty(1, T2, V2, dtype=torch.bfloat16, device="meta")
 student = torch.empty(1, T2, V2, dtype=torch.float32, device="meta")
-value("teacher_bf16_mb", teacher.nbytes / MB)
-value("student_fp32_mb", student.nbytes / MB)
-value("batch_var", 8)
-value("teacher_batch8_gb", 8 * teacher.nbytes / 10**9)
+teacher_mb = value("teacher_bf16_mb", teacher.nbytes / MB)
+student_mb = value("student_fp32_mb", student.nbytes / MB)
+value("teacher_batch8_gb", torch.empty(batch_var, T2, V2, dtype=torch.bfloat16, device="meta").nbytes / 10**9)
 value("teacher_idx_bytes", torch.empty(1, T2, dtype=torch.int64, device="meta").nbytes)
 print(f"\nVariation: teacher probabilities for one sequence of {T2:,} tokens, |V| = {V2:,} (meta)")
 row("teacher probabilities, bf16", f"{teacher.nbytes / MB:.1f} MB")
 row("student logits, fp32", f"{student.nbytes / MB:.1f} MB")
+row(f"teacher probabilities, batch of {batch_var}", f"{batch_var * teacher.nbytes / 10**9:.1f} GB")
+sanity("teacher_half_of_student", 2 * teacher.nbytes == student.nbytes,
+       "bf16 teacher probabilities take half the bytes of fp32 student logits", operands=(2 * teacher_mb, student_mb))

@@ -36,8 +36,6 @@ sanity("rank_is_len_shape", all(t.dim() == len(t.shape) for t in (loss, ticket, 
        "the rank is the number of entries in the shape")
 sanity("scalar_has_one_element", loss.numel() == 1 and tuple(loss.shape) == (),
        "a shape with no entries holds one element (the empty product is 1)")
-sanity("bytes_are_elements_times_size", tickets.nbytes == tickets.numel() * torch.finfo(torch.float32).bits // 8,
-       "bytes = elements x 4 for fp32", operands=(tickets.nbytes, tickets.numel() * 4))
 
 n_exercise = given("n_exercise", 8)         # the batch of the exercise
 eight = torch.zeros(n_exercise, n_features)
@@ -66,7 +64,7 @@ value("q_sum", sum(q.shape))                # the wrong option that adds the len
 value("q_rank", q.dim(), fixed=RANK_FIXED)
 sanity("q_options_differ", len({q.numel(), sum(q.shape), q.dim()}) == 3,
        "the three options of quick check 1 are three different numbers")
-print(f"\nquick check 1: shape {tuple(q.shape)} holds {q.numel()} numbers "
+print(f"\nquick check on elements: shape {tuple(q.shape)} holds {q.numel()} numbers "
       f"(sum of the lengths {sum(q.shape)}, rank {q.dim()})")
 
 q2_B = given("q2_B", 8)                     # quick check 2: Llama 3 8B logits for 8 sequences
@@ -79,4 +77,4 @@ value("q2_numel", q2.numel())
 value("q2_last", q2.shape[-1])
 sanity("q2_options_differ", len({q2.dim(), q2.numel(), q2.shape[-1]}) == 3,
        "the three options of quick check 2 are three different numbers")
-print(f"quick check 2: shape {tuple(q2.shape)} has rank {q2.dim()} ({q2.numel():,} elements)")
+print(f"quick check on rank: shape {tuple(q2.shape)} has rank {q2.dim()} ({q2.numel():,} elements)")

@@ -135,6 +135,7 @@ def test_nvidia_smi_names_the_gpu_and_its_driver(monkeypatch: pytest.MonkeyPatch
 
 
 # -- the frozen file -----------------------------------------------------------------------------
+@pytest.mark.slow  # a real build
 def test_freezing_records_device_driver_versions_date_and_source_hash(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     root = gpu_book(tmp_path)
@@ -171,6 +172,7 @@ def test_the_stamp_of_a_frozen_result_names_driver_and_source_and_a_live_one_is_
 
 
 # -- builds without a GPU ------------------------------------------------------------------------
+@pytest.mark.slow  # a real build
 def test_a_cpu_build_shows_the_frozen_result_labelled_with_its_provenance(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     root = gpu_book(tmp_path)
@@ -183,6 +185,7 @@ def test_a_cpu_build_shows_the_frozen_result_labelled_with_its_provenance(tmp_pa
     assert "Executed" not in html and "ran for this build" not in html and CPU not in html
 
 
+@pytest.mark.slow  # a real build
 def test_a_gpu_check_without_a_frozen_result_fails_the_build(tmp_path: Path) -> None:
     root = gpu_book(tmp_path)
     proc = build(root, env(tmp_path))
@@ -193,6 +196,7 @@ def test_a_gpu_check_without_a_frozen_result_fails_the_build(tmp_path: Path) -> 
     ]
 
 
+@pytest.mark.slow  # a real build
 def test_a_frozen_result_older_than_its_check_fails_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = gpu_book(tmp_path)
     data = freeze_fixture(root, monkeypatch)
@@ -219,6 +223,7 @@ def test_a_frozen_result_older_than_its_check_fails_the_build(tmp_path: Path, mo
     ],
     ids=["cpu-result", "no-format", "other-check", "failed-run"],
 )
+@pytest.mark.slow  # a real build
 def test_a_frozen_file_that_is_no_gpu_result_of_its_check_fails_the_build(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict[str, object], problem: str) -> None:
     root = gpu_book(tmp_path)
@@ -231,6 +236,7 @@ def test_a_frozen_file_that_is_no_gpu_result_of_its_check_fails_the_build(
     ]
 
 
+@pytest.mark.slow  # a real build
 def test_numbook_device_cannot_pass_a_cpu_off_as_a_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     root = gpu_book(tmp_path)
     fake = env(tmp_path, device=f"cuda: {FAKE_GPU}")
@@ -245,6 +251,7 @@ def test_numbook_device_cannot_pass_a_cpu_off_as_a_gpu(tmp_path: Path, monkeypat
     assert expected_stamp(data) in page(root) and "ran for this build" not in page(root)
 
 
+@pytest.mark.slow  # a real build
 def test_a_gpu_that_torch_cannot_use_is_no_gpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
@@ -294,6 +301,7 @@ def test_nox_freeze_is_a_session_that_does_not_run_by_default() -> None:
     assert any(line.startswith("- freeze -> ") for line in proc.stdout.splitlines()), proc.stdout
 
 
+@pytest.mark.slow  # a real build
 def test_a_frozen_result_goes_stale_when_a_file_its_check_read_changes(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Staleness covers what the check reads (the harness it imports, its data), not only its source."""

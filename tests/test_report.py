@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TINY = Path(__file__).parent / "fixtures" / "tiny"
 
 
@@ -26,6 +28,7 @@ def rows(site: Path) -> list[list[str]]:
             for tr in re.findall(r"<tr>(.*?)</tr>", body, re.S)]
 
 
+@pytest.mark.slow  # a real build
 def test_the_report_lists_every_check_and_then_its_cached_results(tmp_path: Path) -> None:
     root = tmp_path / "tiny"
     shutil.copytree(TINY, root, ignore=shutil.ignore_patterns("site", ".cache", "__pycache__"))

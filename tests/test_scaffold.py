@@ -38,6 +38,7 @@ def test_check_names_follow_the_id_and_title() -> None:
     assert check_name("II.12.A01", "Fits?") == "ii12_a01_fits.py"
 
 
+@pytest.mark.slow  # a real build
 def test_the_scaffold_builds_strict_and_fails_on_the_first_wrong_claim(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root = copy_tiny(tmp_path)

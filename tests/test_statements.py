@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from numbook.lint import printed_digits
 from numbook.result import CheckResult
 from numbook.verify import PageContext, verify_page
@@ -87,6 +89,7 @@ def test_perturb_reports_a_dead_input_and_a_constant_claim(tmp_path: Path) -> No
            "with a reason; NOT clean" in proc.stdout
 
 
+@pytest.mark.slow  # a real build
 def test_a_fact_without_a_source_is_an_error_and_a_sourced_fact_shows_its_source(tmp_path: Path) -> None:
     page = "The vocabulary has [[32,000|V]] tokens.\n"
     root = _book(tmp_path, 'fact("vocab", "V")\n', page, facts="""

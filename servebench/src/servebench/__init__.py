@@ -25,16 +25,21 @@ from servebench.protocol import LogitsModel, ServedModel
 from servebench.quality import Agreement, Invariance, batch_invariance, dtype_agreement, generate
 from servebench.report import run_report
 from servebench.roofline import (
+    Chunk,
+    DecodeTerms,
     StepCost,
     critical_decode_batch,
     decode_cost,
+    decode_terms,
+    part_intensities,
     prefill_cost,
     ridge_point,
+    step_cost,
     step_time_bound,
     tpot_lower_bound,
 )
-from servebench.server import Mode, serve
-from servebench.simulate import CostModel, Linear, SimClock, simulate
+from servebench.server import Mode, ServeStats, serve
+from servebench.simulate import CostModel, Linear, LinearCost, RooflineCost, SimClock, simulate
 from servebench.summary import BOOK, CONVENTIONS, Convention, distribution, request_rows, summarize
 from servebench.trace import RequestTrace, trace_from_dicts, trace_to_dicts
 from servebench.workload import ClosedLoop, Lengths, OpenLoop, RequestSpec, Workload, make_requests
@@ -65,17 +70,25 @@ __all__ = [
     "dtype_agreement",
     "generate",
     "run_report",
+    "Chunk",
+    "DecodeTerms",
     "StepCost",
     "critical_decode_batch",
     "decode_cost",
+    "decode_terms",
+    "part_intensities",
+    "step_cost",
     "prefill_cost",
     "ridge_point",
     "step_time_bound",
     "tpot_lower_bound",
     "Mode",
+    "ServeStats",
     "serve",
     "CostModel",
     "Linear",
+    "LinearCost",
+    "RooflineCost",
     "SimClock",
     "simulate",
     "BOOK",

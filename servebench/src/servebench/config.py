@@ -33,8 +33,10 @@ class ModelConfig:
     """Shape of the built-in decoder-only transformer.
 
     ``kv_heads`` below ``heads`` gives grouped-query attention (``heads`` must be a multiple of
-    it); ``ff_mult`` sets the MLP width ``d_ff = ff_mult * d_model``. ``seed`` fixes the random
-    weights.
+    it); ``ff_mult`` sets the MLP width ``d_ff = ff_mult * d_model`` unless ``ff_dim`` gives it.
+    ``seed`` fixes the random weights. ``logit_std`` scales the LM head's init (std
+    ``logit_std / sqrt(d_model)``): the default of 3 spreads the logits by a few units, so greedy
+    choices are rarely near-ties; a small value makes near-ties, where rounding can flip a token.
     """
 
     layers: int = 2
@@ -45,6 +47,8 @@ class ModelConfig:
     kv_heads: int | None = None
     ff_mult: int = 4
     seed: int = 0
+    ff_dim: int | None = None
+    logit_std: float = 3.0
 
     def __post_init__(self) -> None:
         for name in ("layers", "d_model", "heads", "vocab", "max_seq", "ff_mult"):
@@ -73,7 +77,7 @@ class ModelConfig:
     @property
     def d_ff(self) -> int:
         """Hidden width of the MLP."""
-        return self.ff_mult * self.d_model
+        return self.ff_dim if self.ff_dim is not None else self.ff_mult * self.d_model
 
 
 @dataclass(frozen=True)

@@ -98,8 +98,8 @@ class DecoderLM:
             for _ in range(cfg.layers)
         ]
         self.final_norm = ones(d)
-        # Logits with a spread of a few units, so greedy choices are not near-ties.
-        self.lm_head = draw(d, cfg.vocab, std=3.0 * d**-0.5)
+        # Logits with a spread of a few units (logit_std = 3), so greedy choices are not near-ties.
+        self.lm_head = draw(d, cfg.vocab, std=cfg.logit_std * d**-0.5)
         self.cache = KVCache(cfg, max_slots, self.dtype, self.device)
         self._last = [0] * max_slots
         self._scale = 1.0 / math.sqrt(cfg.head_dim)

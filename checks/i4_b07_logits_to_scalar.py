@@ -240,6 +240,9 @@ sanity("threshold_gb", b_gb == closed_gb and below_gb <= limit_gb < at_gb,
 sanity("threshold_gib", b_gib == closed_gib and below_gib <= limit_gib < at_gib,
        "the meta-tensor probe agrees with floor(limit / bytes per sequence) + 1, in GiB",
        operands=(b_gib, closed_gib))
+shift = value("units_shift", b_gib - b_gb)
+sanity("units_shift", shift == closed_gib - closed_gb, "GB against GiB moves the threshold by this many sequences",
+       operands=(shift, closed_gib - closed_gb))
 sanity("threshold_llama3", (b_gb3, b_gib3) == (math.floor(limit_gb * GB / (T * V_llama3 * 4)) + 1,
                                               math.floor(limit_gib * GiB / (T * V_llama3 * 4)) + 1),
        "the probe agrees with the closed form at Llama 3's vocabulary", operands=((b_gb3, b_gib3), (b_gb, b_gib)))

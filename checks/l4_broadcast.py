@@ -66,8 +66,8 @@ try:
     refused = ""
 except RuntimeError as exc:
     refused = str(exc)
-shown = refused.replace(" at ", "\n  at ") if refused else "no error"
-print(f"\n{tuple(Z.shape)} + {tuple(per_ticket.shape)} raises RuntimeError:\n  {shown}")
+verdict = "raises RuntimeError" if refused else "runs, lined up with the class axis"
+print(f"\n{tuple(Z.shape)} + {tuple(per_ticket.shape)} {verdict}:\n  {refused.replace(' at ', chr(10) + '  at ')}")
 # A (B,) tensor lines up with the class axis: torch refuses it unless B happens to equal C,
 # when the sum runs and is silently wrong (the page's batch has B != C).
 sanity("row_vector_refused", ("must match" in refused) == (n_tickets != C),

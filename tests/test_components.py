@@ -68,10 +68,10 @@ def test_quiz_renders_options_explanations_and_a_live_region(caplog: pytest.LogC
         '<ul class="nb-quiz__options">\n'
         '<li class="nb-quiz__option" data-correct="false"><button aria-pressed="false" class="nb-quiz__choice" '
         'type="button"><span class="nb-quiz__text"><code>W</code></span></button><div class="nb-quiz__why" '
-        'id="nb-quiz-1-why-1">\n<p>It is shared.</p>\n</div>\n</li>\n'
+        'data-search-exclude="" id="nb-quiz-1-why-1">\n<p>It is shared.</p>\n</div>\n</li>\n'
         '<li class="nb-quiz__option" data-correct="true"><button aria-pressed="false" class="nb-quiz__choice" '
         'type="button"><span class="nb-quiz__text"><code>X</code></span></button><div class="nb-quiz__why" '
-        'id="nb-quiz-1-why-2">\n<p>Right.</p>\n</div>\n</li>\n'
+        'data-search-exclude="" id="nb-quiz-1-why-2">\n<p>Right.</p>\n</div>\n</li>\n'
         "</ul>\n"
         "</div>\n"
         '<div aria-live="polite" class="nb-quiz__feedback" role="status"></div>\n'
@@ -280,14 +280,14 @@ def test_your_turn_renders_box_counter_hints_and_answer(caplog: pytest.LogCaptur
         '<p class="nb-yourturn__meta"><span class="nb-yourturn__note" id="nb-shared-w-note">Your draft stays in '
         'this browser; nothing is sent or marked.</span><span class="nb-yourturn__count" id="nb-shared-w-count">'
         "0 / 300 characters</span></p>\n</div>\n"
-        '<div class="nb-hints" data-nb-hints="">\n<div aria-live="polite" class="nb-hints__list">\n'
+        '<div class="nb-hints" data-nb-hints="" data-search-exclude="">\n<div aria-live="polite" class="nb-hints__list">\n'
         '<div class="nb-hint" id="nb-shared-w-hint-1" tabindex="-1">\n<p class="nb-hint__title">Hint 1 of 2</p>\n'
         "<p>First.</p>\n</div>\n"
         '<div class="nb-hint" id="nb-shared-w-hint-2" tabindex="-1">\n<p class="nb-hint__title">Hint 2 of 2</p>\n'
         "<p>Second.</p>\n</div>\n</div>\n"
         '<button aria-controls="nb-shared-w-hint-1 nb-shared-w-hint-2" class="nb-hints__next" type="button">'
         "Show hint 1 of 2</button></div>\n"
-        '<details class="nb-model-answer">\n<summary>Model answer</summary>\n'
+        '<details class="nb-model-answer" data-search-exclude="">\n<summary>Model answer</summary>\n'
         '<div class="nb-model-answer__body">\n<p>Model.</p>\n</div>\n</details>\n'
         "</section>"
     )

@@ -96,7 +96,10 @@ class RevealTreeprocessor(Treeprocessor):
                 if body:
                     details = etree.Element("details", {"class": "nb-reveal"})
                     summary = etree.SubElement(details, "summary")
-                    summary.text = REVEAL[title]
+                    show = etree.SubElement(summary, "span", {"class": "nb-show"})
+                    show.text = REVEAL[title]
+                    hide = etree.SubElement(summary, "span", {"class": "nb-hide"})
+                    hide.text = REVEAL[title].replace("Show", "Hide", 1)
                     for child in body:
                         root.remove(child)
                         details.append(child)
@@ -233,6 +236,8 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
     rendered = str(base_format(language="python", run=lambda *a, **k: output, code=source, md=md, html=True,
                                source="tabbed-right", tabs=(f"Source · {res.check}", "Output"),
                                update_toc=False))
+    # the reader's search finds the prose, not the check's printed trace and source
+    rendered = f'<div class="nb-check" data-search-exclude="">{rendered}</div>'
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")
@@ -245,7 +250,7 @@ def _fence_cache(session: Session, source: str, output: str) -> Path | None:
     """Where the rendered fence for this source and output lives (highlighting a check costs ~50 ms)."""
     if session.html_cache is None:
         return None
-    h = hashlib.sha256("\0".join(["fence-2", session.render_key, source, output]).encode("utf-8")).hexdigest()
+    h = hashlib.sha256("\0".join(["fence-3", session.render_key, source, output]).encode("utf-8")).hexdigest()
     return session.html_cache / f"{h[:24]}.html"
 
 

@@ -193,6 +193,7 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
                           first_line=entry.offset + 1, check_line=entry.lines.get("check", 1),
                           problem=entry.problem, scan_numbers=entry.scan_numbers, root=self.root)
         if entry.problem:
+            page.meta["title"] = f"{entry.pmeta.id} · {entry.pmeta.title}"   # the browser tab shows the ID
             head, markdown = self._problem_frame(markdown, entry)
             ctx.line_offset -= head  # the lines the frame put before the body
         elif isinstance(entry.meta, ChapterMeta) and not markdown.lstrip().startswith("# "):

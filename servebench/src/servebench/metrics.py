@@ -48,9 +48,11 @@ __all__ = [
     "slo_attainment",
     "mean_tpot",
     "defined",
+    "after_warmup",
+    "arrival_rate",
 ]
 
-Method = Literal["nearest", "linear"]
+Method = Literal["nearest", "linear", "loadgen"]
 Trace = Sequence[RequestTrace]
 
 
@@ -72,6 +74,8 @@ def percentile(values: Iterable[float], q: float, method: Method = "linear") -> 
     if method == "nearest":
         rank = max(1, math.ceil(qf * n / 100))
         return xs[rank - 1]
+    if method == "loadgen":  # MLPerf LoadGen: sorted[floor(n * q / 100)], clamped to the last
+        return xs[min(n - 1, math.floor(qf * n / 100))]
     if method == "linear":
         h = (n - 1) * qf / 100
         lo = math.floor(h)
@@ -196,3 +200,23 @@ def mean_tpot(trace: Trace, weighting: Literal["request", "token"] = "request") 
 def defined(values: Iterable[float | None]) -> list[float]:
     """The values that are not ``None`` (the defined ones)."""
     return [v for v in values if v is not None]
+
+
+def after_warmup(trace: Trace, skip: int) -> list[RequestTrace]:
+    """The requests left after dropping the first ``skip`` to arrive (ties by request id).
+
+    A run's first requests meet an empty server, or, when every client starts at t = 0, a
+    start-up burst; latency tails are reported over the rest.
+    """
+    if skip < 0:
+        raise ValueError(f"skip must be >= 0, got {skip}")
+    order = sorted(trace, key=lambda r: (r.arrival, r.request_id))
+    return sorted(order[skip:], key=lambda r: r.request_id)
+
+
+def arrival_rate(trace: Trace) -> float:
+    """Realised arrival rate: (requests - 1) / (last arrival - first arrival), requests/s."""
+    arrivals = sorted(r.arrival for r in trace)
+    if len(arrivals) < 2 or arrivals[-1] <= arrivals[0]:
+        raise ValueError("an arrival rate needs two requests at different times")
+    return (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])

@@ -102,7 +102,8 @@ class Quiz(ComponentBlock):
             li = sub(ul, "li", class_="nb-quiz__option", data_correct="true" if o.correct else "false")
             button = sub(li, "button", type="button", class_="nb-quiz__choice", aria_pressed="false")
             sub(button, "span", o.label, class_="nb-quiz__text")
-            why = sub(li, "div", class_="nb-quiz__why", id=f"{self.qid}-why-{n}")
+            why = sub(li, "div", class_="nb-quiz__why", id=f"{self.qid}-why-{n}",
+                      data_search_exclude="")   # search must not give away which option is right
             if o.why_text:
                 sub(why, "p", o.why_text)
             why.extend(o.why_children)

@@ -80,7 +80,7 @@ class YourTurn(ComponentBlock):
         sub(meta, "span", f"0 / {top} characters", class_="nb-yourturn__count", id=f"{yid}-count")
 
         if hints:
-            box = sub(block, "div", class_="nb-hints", data_nb_hints="")
+            box = sub(block, "div", class_="nb-hints", data_nb_hints="", data_search_exclude="")
             listing = sub(box, "div", class_="nb-hints__list", aria_live="polite")
             for n, hint in enumerate(hints, start=1):
                 hint.set("id", f"{yid}-hint-{n}")
@@ -123,7 +123,7 @@ class ModelAnswer(_Part):
     NAME = "model-answer"
 
     def on_create(self, parent: etree.Element) -> etree.Element:
-        el = sub(parent, "details", class_="nb-model-answer")
+        el = sub(parent, "details", class_="nb-model-answer", data_search_exclude="")
         sub(el, "summary", (self.argument or "Model answer").strip())
         self.body = sub(el, "div", class_="nb-model-answer__body")
         return el

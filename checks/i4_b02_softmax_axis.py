@@ -58,7 +58,7 @@ for dim, name in [(2, "vocab"), (1, "time"), (0, "batch")]:
 value("V_over_T", V / T)
 value("T_minus_1", T - 1)
 value("V_minus_1", V - 1)
-value("rank", z.dim())
+value("rank", z.dim(), fixed="the logits have the axes (B, T, |V|): three, by construction")
 value("V_over_B", V / B)
 value("N", B * T)
 ce = value("loss_ce", F.cross_entropy(z.view(-1, V), y.view(-1)).item())
@@ -72,14 +72,20 @@ sanity("time_mean", math.isclose(res["time"]["vmean"], V / T, rel_tol=1e-4),
        "dim=1: total mass B*|V| spread over B*T positions, mean |V|/T")
 sanity("batch_mean", math.isclose(res["batch"]["vmean"], V / B, rel_tol=1e-4),
        "dim=0: total mass T*|V| spread over B*T positions, mean |V|/B")
-sanity("ce_matches_vocab", abs(ce - res["vocab"]["loss"]) < 1e-4, "the dim=-1 loss equals F.cross_entropy")
-sanity("wrong_loss_plausible", 0 < res["time"]["loss"] < res["vocab"]["loss"],
-       "the wrong-axis loss is finite and lower than the right one: nothing looks broken")
-value("half_var", z.var().item() / 2)           # sigma^2 / 2 of the logits: E[lse] ~ ln n + sigma^2/2
+sanity("ce_matches_vocab", abs(ce - res["vocab"]["loss"]) < 1e-4, "the dim=-1 loss equals F.cross_entropy",
+       operands=(res["vocab"]["loss"], ce))
+sanity("wrong_loss_plausible", 0 < res["time"]["loss"] < res["vocab"]["loss"] and 0 < res["batch"]["loss"] < res["vocab"]["loss"],
+       "the wrong-axis losses are finite and lower than the right one: nothing looks broken",
+       operands=(res["time"]["loss"], res["vocab"]["loss"]))
+half_var = value("half_var", z.var().item() / 2)   # sigma^2 / 2 of the logits: E[lse] ~ ln n + sigma^2/2
 value("ln_T_plus_half", math.log(T) + 0.5)
 value("ln_V_plus_half", math.log(V) + 0.5)
-sanity("time_loss_near_lnT", abs(res["time"]["loss"] - (math.log(T) + 0.5)) < 0.05,
-       "dim=1 normalises over T = 512 entries, so the loss sits near ln T + 1/2")
+sanity("time_loss_near_lnT", abs(res["time"]["loss"] - (math.log(T) + half_var)) < 0.05,
+       "dim=1 normalises over T entries, so the loss sits near ln T + sigma^2/2",
+       operands=(res["time"]["loss"], math.log(T) + half_var))
+sanity("vocab_loss_near_lnV", abs(res["vocab"]["loss"] - (math.log(V) + half_var)) < 0.05,
+       "dim=-1 normalises over |V| entries, so the loss sits near ln |V| + sigma^2/2",
+       operands=(res["vocab"]["loss"], math.log(V) + half_var))
 
 # -- the implicit dim ------------------------------------------------------------------------
 with warnings.catch_warnings(record=True) as caught:
@@ -87,20 +93,25 @@ with warnings.catch_warnings(record=True) as caught:
     p_implicit = F.softmax(z)                           # no dim given
 msg = str(caught[0].message) if caught else ""
 implicit_dim = next(k for k in range(3) if torch.allclose(p_implicit.sum(dim=k), torch.ones(1)))
-value("implicit_dim", implicit_dim)
+value("implicit_dim", implicit_dim, fixed="the axis F.softmax picks for a rank-3 tensor: a rule of the library")
 value("warned", bool(caught))
-print(f"\nF.softmax(z) with no dim on a 3-D tensor: normalises dim {implicit_dim}")
-print(f"  warning: {msg}")
+category = caught[0].category.__name__ if caught else ""
+value("warning_category", category)
+print(f"\nF.softmax(z) with no dim on a {z.dim()}-D tensor: normalises dim {implicit_dim}")
+print(f"  {category}: {msg}")
 del p_implicit
-sanity("implicit_is_batch", implicit_dim == 0 and "Implicit dimension" in msg,
-       "F.softmax without dim picks dim 0 for a 3-D tensor and warns")
+sanity("implicit_is_batch", implicit_dim == 0 and "Implicit dimension" in msg and "deprecated" in msg
+       and caught[0].category is UserWarning and not issubclass(caught[0].category, DeprecationWarning),
+       "F.softmax without dim picks dim 0 for a 3-D tensor and warns with a UserWarning, not a DeprecationWarning",
+       operands=(implicit_dim, category))
 
 z1, y1 = z[:1], y[:1]
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     p1 = F.softmax(z1)
 ones = value("b1_all_ones", bool((p1 == 1).all()))
-loss1 = value("b1_loss", -torch.log(p1.gather(-1, y1[..., None])).mean().item())
+loss1 = value("b1_loss", -torch.log(p1.gather(-1, y1[..., None])).mean().item(),
+              fixed="with B = 1 every batch-axis probability is exactly one, so the loss is zero by construction")
 true1 = value("b1_true_loss", F.cross_entropy(z1.reshape(-1, V), y1.reshape(-1)).item())
 print(f"\nB = 1, implicit dim: every p == 1: {ones};  loss {loss1:.4f}  (right axis: {true1:.4f})")
 sanity("b1_zero_loss", ones and loss1 == 0.0, "with B = 1 the batch-axis softmax is all ones and the loss is 0")
@@ -108,7 +119,7 @@ zg = z1.clone().requires_grad_(True)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     (-torch.log(F.softmax(zg).gather(-1, y1[..., None])).mean()).backward()
-value("b1_grad_abs_sum", zg.grad.abs().sum().item())
+value("b1_grad_abs_sum", zg.grad.abs().sum().item(), fixed="a softmax over one element is constant: zero gradient by construction")
 sanity("b1_zero_grad", zg.grad.abs().sum().item() == 0.0, "and its gradient with respect to the logits is exactly 0")
 del zg
 
@@ -122,17 +133,19 @@ value("unflattened_raises", bool(err))
 print(f"\nF.cross_entropy(z of shape {tuple(z.shape)}, y of shape {tuple(y.shape)}):")
 print(f"  {err}")
 sanity("unflattened_error", bool(err), "rank-3 logits with (B, T) targets are rejected")
-ok_perm = F.cross_entropy(z.permute(0, 2, 1), y).item()
+PERM = (0, 2, 1)                                    # (B, T, |V|) -> (B, |V|, T)
+ok_perm = F.cross_entropy(z.permute(*PERM), y).item()
 value("perm_loss", ok_perm)
-sanity("perm_equals_flat", abs(ok_perm - ce) < 1e-4, "(B, |V|, T) logits give the flattened loss")
-print(f"  F.cross_entropy(z.permute(0, 2, 1), y) = {ok_perm:.4f}, same as flattened")
+sanity("perm_equals_flat", abs(ok_perm - ce) < 1e-4, "(B, |V|, T) logits give the flattened loss",
+       operands=(ok_perm, ce))
+print(f"  F.cross_entropy(z.permute{PERM}, y) = {ok_perm:.4f}, same as flattened")
 
 # -- variation: one long sequence, B = 1, T = 8192 --------------------------------------------
 # Normalised over time, the loss at position t reads only column y_t of the logits:
 # log p[t, y_t] = z[t, y_t] - logsumexp_t' z[t', y_t]. So the check draws just the columns that
 # occur as targets (i.i.d. N(0, 1), like every other column) instead of all 32,000 of them.
 del z, p1
-T2 = value("T_var", 8192)
+T2 = given("T_var", 8192)
 yv = torch.randint(0, V, (T2,), generator=g)
 cols, col_of = torch.unique(yv, return_inverse=True)
 zc = torch.randn(T2, cols.numel(), generator=g)               # z[:, cols] for one sequence

@@ -12,7 +12,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from numbook.check import given, sanity, value
+from numbook.check import fact, given, sanity, value
 
 MB = 10**6
 
@@ -21,7 +21,10 @@ def row(label, *cells, w=40, cw=16):
     print(f"  {label:<{w}}" + "".join(f"{c:>{cw}}" for c in cells))
 
 
-def median_time(fn, reps=7):
+REPS = 7
+
+
+def median_time(fn, reps=REPS):
     fn()  # warm-up
     ts = []
     for _ in range(reps):
@@ -44,15 +47,17 @@ y = torch.randint(0, V, (N,), generator=g)
 # -- memory -----------------------------------------------------------------------------------
 onehot = F.one_hot(y, num_classes=V)                 # what F.one_hot returns: int64
 onehot_f = onehot.float()
-value("y_dtype_bytes", y.element_size())
+ELEM = "bytes per element of the dtype: a property of the format"
+value("y_dtype_bytes", y.element_size(), fixed=ELEM)
 value("y_bytes", y.nbytes)
 value("onehot_shape", onehot.shape)
-value("onehot_dtype_bytes", onehot.element_size())
+value("onehot_dtype_bytes", onehot.element_size(), fixed=ELEM)
+value("onehot_dtype", str(onehot.dtype))
 value("onehot_i64_mb", onehot.nbytes / MB)
 value("onehot_f32_mb", onehot_f.nbytes / MB)
 value("onehot_bf16_mb", onehot.to(torch.bfloat16).nbytes / MB)
-value("onehot_f32_elem", onehot_f.element_size())
-value("onehot_bf16_elem", onehot.to(torch.bfloat16).element_size())
+value("onehot_f32_elem", onehot_f.element_size(), fixed=ELEM)
+value("onehot_bf16_elem", onehot.to(torch.bfloat16).element_size(), fixed=ELEM)
 ratio = value("ratio_i64", onehot.nbytes / y.nbytes)
 nonzero = value("onehot_nonzero", int(onehot.count_nonzero()))
 value("onehot_numel", onehot.numel())
@@ -68,7 +73,23 @@ row("non-zeros in the one-hot", f"{nonzero:,} of {onehot.numel():,}")
 sanity("bytes_two_routes", onehot.nbytes == N * V * 8 and y.nbytes == N * 8 and onehot_f.nbytes == N * V * 4,
        ".nbytes equals numel * element_size for every tensor")
 sanity("one_per_row", nonzero == N and bool((onehot.sum(-1) == 1).all()), "exactly one 1 per row")
-sanity("ratio_is_V", ratio == V, "int64 one-hot / int64 index = |V|")
+sanity("ratio_is_V", ratio == V, "int64 one-hot / int64 index = |V|", operands=(ratio, V))
+
+# F.one_hot's dtype: call it on indices of every integer dtype
+oh_out, oh_err = {}, {}
+for dt in (torch.int64, torch.int32, torch.int16, torch.uint8):
+    yy = y[:8].to(dt) if dt != torch.uint8 else (y[:8] % 256).to(dt)
+    try:
+        oh_out[dt] = F.one_hot(yy, num_classes=V).dtype
+    except RuntimeError as exc:
+        oh_err[dt] = str(exc).splitlines()[0]
+print("\nF.one_hot on indices of each integer dtype")
+for dt in (torch.int64, torch.int32, torch.int16, torch.uint8):
+    row(f"  indices {str(dt)[6:]}", f"-> {str(oh_out[dt])[6:]}" if dt in oh_out else f"RuntimeError: {oh_err[dt]}", cw=0)
+value("one_hot_rejected_dtypes", len(oh_err))
+sanity("one_hot_int64_only", list(oh_out) == [torch.int64] and oh_out[torch.int64] == torch.int64,
+       "F.one_hot returns int64 and rejects int32, int16 and uint8 indices",
+       operands=(str(oh_out.get(torch.int64)), len(oh_err)))
 
 # -- the loss two ways -------------------------------------------------------------------------
 logp = torch.log_softmax(z, dim=-1)
@@ -86,23 +107,25 @@ print("\nLoss per position, four routes (max |difference|)")
 row("gather vs one-hot contraction", f"{d1:.1e}")
 row("gather vs F.cross_entropy(z, y)", f"{d2:.1e}")
 row("cross_entropy index vs probability targets", f"{d3:.1e}")
-sanity("four_routes_agree", max(d1, d2, d3) < 1e-4, "gather, one-hot contraction and both cross_entropy forms agree")
+sanity("four_routes_agree", max(d1, d2, d3) < 1e-4, "gather, one-hot contraction and both cross_entropy forms agree",
+       operands=(by_gather.mean().item(), by_onehot.mean().item()))
 
 t_gather = median_time(lambda lp=logp: lp.gather(1, y[:, None]))
 t_onehot = median_time(lambda lp=logp: (onehot_f * lp).sum(-1))
 speedup = value("speedup_gather", t_onehot / t_gather)
 value("t_gather_ms", t_gather * 1e3)
 value("t_onehot_ms", t_onehot * 1e3)
-print("\nSelecting the target log-probability (median of 7, this machine)")
+print(f"\nSelecting the target log-probability (median of {REPS}, this machine)")
 row("gather", f"{t_gather * 1e3:.3f} ms")
 row("one-hot multiply and sum", f"{t_onehot * 1e3:.3f} ms")
 row("ratio", f"{speedup:,.0f}x")
-sanity("gather_faster", speedup > 100, "the gather is more than 100x faster than the contraction")
+sanity("gather_faster", t_onehot > 100 * t_gather, "the gather is more than 100x faster than the contraction",
+       operands=(t_onehot, t_gather))
 del logp, by_onehot, ce_prob
 
 # -- the embedding lookup: the same gather replacing a matmul -------------------------------------
 E = torch.randn(V, d, generator=g)                             # an embedding table (|V|, d)
-rows = value("emb_rows", 64)
+rows = value("emb_rows", 64, fixed="the number of positions the check compares row by row")
 via_matmul = onehot_f[:rows] @ E                               # (rows, |V|) @ (|V|, d)
 via_index = E[y[:rows]]                                        # the lookup nn.Embedding does
 emb = torch.nn.functional.embedding(y[:rows], E)
@@ -127,7 +150,7 @@ print(f"\nint32 targets: {msg}")
 sanity("int32_rejected", bool(msg), "cross_entropy rejects int32 class indices")
 
 # -- variation: Qwen2's vocabulary (meta tensor: no storage) ---------------------------------
-V2 = value("V2", 151_936)
+V2 = fact("qwen2_0_5b_vocab", "V2")
 big = torch.empty(N, V2, dtype=torch.int64, device="meta")
 value("v2_onehot_i64_mb", big.nbytes / MB)
 value("v2_ratio", big.nbytes / y.nbytes)

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from _memory import peak_alloc
 from torch.utils.checkpoint import checkpoint
 
-from numbook.check import given, sanity, value
+from numbook.check import fact, given, sanity, value
 
 MB, GB = 10**6, 10**9
 
@@ -26,8 +26,8 @@ def row(label, *cells, w=46, cw=14):
 
 B = given("B", 1)
 T = given("T", 256)
-d = given("d", 896)
-V = given("V", 151_936)
+d = fact("qwen2_0_5b_hidden", "d")
+V = fact("qwen2_0_5b_vocab", "V")
 K = given("K", 8)
 N = value("N", B * T)
 
@@ -66,7 +66,15 @@ def chunked_loss(h, W, y, k, recompute=False):
     return (lse - tgt).mean()
 
 
-C = value("C", W.chunk(K)[0].shape[0])
+def position_chunked_loss(h, W, y, k):
+    """Split the N axis instead: each block of positions builds its full (N/K, |V|) logits."""
+    total = torch.zeros(())
+    for hb, yb in zip(h.chunk(k), y.chunk(k), strict=True):
+        total = total + F.cross_entropy(hb @ W.T, yb, reduction="sum")
+    return total / h.shape[0]
+
+
+C = value("C", W.chunk(K)[0].shape[0])        # the largest chunk: ceil(|V| / K) rows
 logits_bytes = N * V * 4
 chunk_bytes = N * C * 4
 value("logits_mb", logits_bytes / MB)
@@ -77,6 +85,7 @@ value("hidden_mb", h.nbytes / MB)
 with torch.no_grad():
     l_naive, p_naive = peak_alloc(lambda: naive_loss(h, W, y))
     l_chunk, p_chunk = peak_alloc(lambda: chunked_loss(h, W, y, K))
+    l_pos, p_pos = peak_alloc(lambda: position_chunked_loss(h, W, y, K))
 W.requires_grad_(True)
 l_grad, p_grad = peak_alloc(lambda: chunked_loss(h, W, y, K))
 del l_grad
@@ -92,10 +101,19 @@ value("peak_chunk_mb", p_chunk / MB)
 value("peak_grad_mb", p_grad / MB)
 value("peak_ckpt_mb", p_ckpt / MB)
 value("saving", p_naive / p_chunk)
-value("tensors_naive", 2)       # logits + log-softmax
-value("tensors_chunk", 2)       # chunk logits + the exp temporary of logsumexp
-value("pred_naive_mb", 2 * logits_bytes / MB)
-value("pred_chunk_mb", 2 * chunk_bytes / MB)
+# how many logit-sized tensors each peak holds, read off the measurement
+n_naive = value("tensors_naive", round(p_naive / logits_bytes),
+                fixed="the (N, |V|) tensors F.cross_entropy holds at once (logits, log-softmax): the implementation's")
+n_chunk = value("tensors_chunk", round(p_chunk / chunk_bytes),
+                fixed="the (N, C) tensors a chunk holds at once (logits, logsumexp's exp): the implementation's")
+value("pred_naive_mb", n_naive * logits_bytes / MB)
+value("pred_chunk_mb", n_chunk * chunk_bytes / MB)
+block = h.chunk(K)[0].shape[0]                                  # positions per block
+block_bytes = block * V * 4
+value("pos_block", block)
+value("pos_block_mb", block_bytes / MB)
+value("peak_pos_mb", p_pos / MB)
+value("loss_pos", l_pos.item())
 
 print(f"Output layer d = {d}, |V| = {V:,}; N = {N} positions; {K} chunks of {C:,} columns")
 row("tensor", "shape", "MB")
@@ -110,41 +128,68 @@ row("naive: logits + F.cross_entropy, no_grad", f"{l_naive.item():.5f}", f"{p_na
 row(f"chunked, K = {K}, no_grad", f"{l_chunk.item():.5f}", f"{p_chunk / MB:.1f}", f"{2 * chunk_bytes / MB:.1f}")
 row("chunked, autograd on (W requires grad)", f"{l_chunk.item():.5f}", f"{p_grad / MB:.1f}")
 row("chunked, autograd on, checkpoint per chunk", f"{l_ckpt.item():.5f}", f"{p_ckpt / MB:.1f}")
+row(f"positions in {K} blocks of {block}, no_grad", f"{l_pos.item():.5f}", f"{p_pos / MB:.1f}",
+    f"{2 * block_bytes / MB:.1f}")
 row("naive / chunked (no_grad)", f"{p_naive / p_chunk:.2f}x")
 
 sanity("same_loss", abs(l_naive - l_chunk).item() < 1e-4 and abs(l_naive - l_ckpt).item() < 1e-4,
-       "chunked and naive losses agree")
+       "chunked and naive losses agree", operands=(abs(l_naive - l_chunk).item(), 1e-4))
+sanity("saving_is_K", abs(p_naive / p_chunk - V / C) < 0.02 * V / C,
+       "the measured saving is |V| / C, which is K for equal chunks", operands=(p_naive / p_chunk, V / C))
 var_z = value("logit_var", 0.02**2 * d)                        # Var(z) = 0.02^2 * d for these h and W
 value("lnV_plus_half_var", math.log(V) + var_z / 2)
 sanity("loss_near_lnV", abs(l_naive.item() - (math.log(V) + var_z / 2)) < 0.05,
        "random logits of variance s^2 give a loss near ln|V| + s^2/2")
 sanity("naive_is_two_logits", abs(p_naive - 2 * logits_bytes) < 0.01 * logits_bytes,
-       "naive peak = logits + log-softmax, two (N, |V|) fp32 tensors")
+       "naive peak = logits + log-softmax, two (N, |V|) fp32 tensors", operands=(p_naive, 2 * logits_bytes))
 sanity("chunk_is_two_chunks", abs(p_chunk - 2 * chunk_bytes) < 0.05 * chunk_bytes,
-       "chunked peak = one chunk of logits + the exp temporary inside logsumexp")
-sanity("autograd_keeps_chunks", p_grad >= logits_bytes,
-       "with autograd on, every chunk is saved for backward: the peak is back to full logits")
-sanity("checkpoint_restores", p_ckpt < 0.35 * logits_bytes,
-       "checkpointing each chunk keeps the forward peak near one chunk")
+       "chunked peak = one chunk of logits + the exp temporary inside logsumexp", operands=(p_chunk, 2 * chunk_bytes))
+sanity("autograd_keeps_chunks", p_grad >= logits_bytes and p_grad > p_chunk,
+       "with autograd on, every chunk is saved for backward: the peak rises past the full logits",
+       operands=(p_grad, logits_bytes))
+sanity("checkpoint_restores", p_ckpt < p_grad and abs(p_ckpt - p_chunk) < 0.05 * p_chunk,
+       "checkpointing each chunk brings the forward peak back to one chunk's", operands=(p_ckpt, p_chunk))
+sanity("positions_bound_logits",
+       abs(p_pos - 2 * block_bytes) < 0.05 * block_bytes and abs(l_pos - l_naive).item() < 1e-4 and p_pos < p_naive,
+       "blocks of positions of one sequence peak at two (N/K, |V|) tensors, with the same loss",
+       operands=(p_pos, 2 * block_bytes))
 
 # -- variation: Llama 3 8B at training scale (shapes only) ---------------------------------------
-V3 = value("V3", 128_256)
-d3 = value("d3", 4096)
-B3 = value("B3", 8)
-T3 = value("T3", 8192)
-budget = value("budget_gb", 1)
+V3 = fact("llama3_8b_vocab", "V3")
+d3 = fact("llama3_8b_hidden", "d3")
+B3 = given("B3", 8)
+T3 = given("T3", 8192)
+budget = given("budget_gb", 1)
 N3 = value("N3", B3 * T3)
 full3 = torch.empty(N3, V3, device="meta")
 value("v3_logits_gb", full3.nbytes / GB)
 value("v3_naive_gb", 2 * full3.nbytes / GB)
-# smallest K for which two (N, ceil(|V|/K)) fp32 chunks fit in the budget
-K3 = next(k for k in range(1, V3) if 2 * torch.empty(N3, -(-V3 // k), device="meta").nbytes <= budget * GB)
-value("v3_K", K3)
-value("v3_C", -(-V3 // K3))
-value("v3_chunk_peak_gb", 2 * torch.empty(N3, -(-V3 // K3), device="meta").nbytes / GB)
-value("v3_hidden_gb", torch.empty(N3, d3, device="meta").nbytes / GB)
+rows3 = torch.empty(V3, 1, device="meta")
+
+
+def chunk_peak(k):
+    """Two (N, C) fp32 tensors for the largest chunk torch.chunk makes of |V| rows into k pieces."""
+    return 2 * torch.empty(N3, rows3.chunk(k)[0].shape[0], device="meta").nbytes
+
+
+# probe: the smallest K whose chunk peak fits the budget
+K3 = value("v3_K", next(k for k in range(1, V3 + 1) if chunk_peak(k) <= budget * GB))
+sizes3 = [c.shape[0] for c in rows3.chunk(K3)]
+value("v3_C", sizes3[0])
+value("v3_C_last", sizes3[-1])
+value("v3_n_chunks", len(sizes3))
+peak3 = value("v3_chunk_peak_gb", chunk_peak(K3) / GB)
+hidden3 = value("v3_hidden_gb", torch.empty(N3, d3, device="meta").nbytes / GB)
+# closed form: C may hold at most budget / (2 * N * 4 bytes) columns, so K = ceil(|V| / that)
+c_max = math.floor(budget * GB / (2 * N3 * 4))
+K3_closed = -(-V3 // c_max)
 print(f"\nVariation: |V| = {V3:,}, d = {d3}, B = {B3}, T = {T3:,} (meta tensors)")
 row("full fp32 logits", f"{full3.nbytes / GB:.1f} GB")
 row("naive peak (logits + log-softmax)", f"{2 * full3.nbytes / GB:.1f} GB")
-row(f"smallest K with a chunk peak <= {budget} GB", f"{K3}", f"C = {-(-V3 // K3):,}")
-row("hidden states h (B*T, d) fp32", f"{torch.empty(N3, d3, device='meta').nbytes / GB:.2f} GB")
+row(f"smallest K with a chunk peak <= {budget} GB", f"{K3}", f"C = {sizes3[0]:,}", f"last {sizes3[-1]:,}")
+row("closed form: ceil(|V| / C_max)", f"{K3_closed}", f"C_max = {c_max:,}")
+row("hidden states h (B*T, d) fp32", f"{hidden3:.2f} GB")
+sanity("v3_K_closed_form", K3 == K3_closed and chunk_peak(K3 - 1) > budget * GB,
+       "the probed K agrees with ceil(|V| / floor(budget / (2 N 4)))", operands=(K3, K3_closed))
+sanity("v3_peak_below_hidden", peak3 < hidden3, "at that K the chunk peak is smaller than the hidden states",
+       operands=(peak3, hidden3))

@@ -27,16 +27,23 @@ def grad(X, y, reduction):
 
 # -- A. sum where mean was assumed -------------------------------------------------------------
 X16, y16 = torch.cat([X, X]), torch.cat([y, y])
-value("B_doubled", X16.shape[0])
+B_doubled = value("B_doubled", X16.shape[0])
+sanity("doubled_batch", B_doubled == 2 * B and torch.equal(X16[B:], X16[:B]),
+       "the batch of 2B is the same B examples fed twice", operands=(B_doubled, 2 * B))
 mean8, mean16 = grad(X, y, "mean"), grad(X16, y16, "mean")
 sum8, sum16 = grad(X, y, "sum"), grad(X16, y16, "sum")
-r_mean = value("mean_grad_ratio", (mean16.norm() / mean8.norm()).item())
-r_sum = value("sum_grad_ratio", (sum16.norm() / sum8.norm()).item())
-print("A. 8 examples, then the same 8 twice (B = 16); SGD step, lr = 0.1")
-print(f"   reduction='mean': |update| {0.1 * mean8.norm():.4f} -> {0.1 * mean16.norm():.4f}  (x{r_mean:.2f})")
-print(f"   reduction='sum':  |update| {0.1 * sum8.norm():.4f} -> {0.1 * sum16.norm():.4f}  (x{r_sum:.2f})")
-sanity("sum_doubles", torch.allclose(sum16, 2 * sum8), "summing over twice the examples doubles the gradient")
-sanity("mean_unchanged", torch.allclose(mean16, mean8), "the mean gradient does not depend on B here")
+r_mean = value("mean_grad_ratio", (mean16.norm() / mean8.norm()).item(),
+               fixed="the mean over the same examples repeated is the same mean: 1 for any data and any B")
+r_sum = value("sum_grad_ratio", (sum16.norm() / sum8.norm()).item(),
+              fixed="the sum over the same examples repeated twice is twice the sum: 2 for any data and any B")
+lr = 0.1
+print(f"A. {B} examples, then the same {B} twice (B = {B_doubled}); SGD step, lr = {lr}")
+print(f"   reduction='mean': |update| {lr * mean8.norm():.4f} -> {lr * mean16.norm():.4f}  (x{r_mean:.2f})")
+print(f"   reduction='sum':  |update| {lr * sum8.norm():.4f} -> {lr * sum16.norm():.4f}  (x{r_sum:.2f})")
+sanity("sum_doubles", torch.allclose(sum16, 2 * sum8), "summing over twice the examples doubles the gradient",
+       operands=(sum16.norm().item(), 2 * sum8.norm().item()))
+sanity("mean_unchanged", torch.allclose(mean16, mean8), "the mean gradient does not depend on B here",
+       operands=(mean16.norm().item(), mean8.norm().item()))
 
 # -- B. average twice ----------------------------------------------------------------------------
 once = grad(X, y, "mean")           # the loss is already divided by B
@@ -57,8 +64,9 @@ F.cross_entropy(X @ W, y).backward()          # batch 1
 F.cross_entropy(X2 @ W, y2).backward()        # batch 2, no W.grad = None / zero_grad() in between
 stale = W.grad.clone()
 leftover = value("stale_leftover_maxdiff", (stale - fresh - first).abs().max().item())
-value("stale_over_fresh", (stale.norm() / fresh.norm()).item())
-print("\nC. two backward calls without zeroing")
-print(f"   |W.grad| {stale.norm():.4f}; the second batch alone {fresh.norm():.4f}")
+value("stale_over_fresh", (stale.norm() / fresh.norm()).item())   # Frobenius norms
+print(f"\nC. two batches of {B} random tickets (seed 0), two backward calls without zeroing")
+print(f"   |W.grad| {stale.norm():.4f}; the second batch alone {fresh.norm():.4f}  (Frobenius norms)")
 print(f"   W.grad - grad(batch 2) - grad(batch 1): largest entry {leftover:.1e}")
-sanity("stale_is_sum", torch.allclose(stale, first + fresh), "the buffer holds batch 1 + batch 2")
+sanity("stale_is_sum", torch.allclose(stale, first + fresh), "the buffer holds batch 1 + batch 2",
+       operands=(stale.norm().item(), (first + fresh).norm().item()))

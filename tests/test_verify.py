@@ -48,8 +48,12 @@ def test_claim_renders_as_the_plain_number_with_provenance() -> None:
 
 def test_claim_inside_math_is_tex_with_a_tooltip() -> None:
     html = render("$N = [[65{,}536{,}000|numel]]$ and $[[17.6%|ratio]]$", ctx())
-    assert r"\(N = \class{nb-claim}{65{,}536{,}000}\)" in html
-    assert r"\(\class{nb-claim}{17.6\%}\)" in html
+    assert r"\(N = \class{nb-claim}{\cssId{nb-mc-1-5}{65{,}536{,}000}}\)" in html
+    assert r"\(\class{nb-claim}{\cssId{nb-mc-1-36}{17.6\%}}\)" in html
+    assert ('<script type="application/json" class="nb-claims">[{"id": "nb-mc-1-5", "shown": "65,536,000", '
+            '"tip": "numel = 65536000 · computed by checks/demo.py · compared exact · (ran for this build)"}, '
+            '{"id": "nb-mc-1-36", "shown": "17.6%", "tip": "ratio = 0.17634 · computed by checks/demo.py · '
+            'compared in percent, to 1 decimal place(s) · (ran for this build)"}]</script>') in html
 
 
 def test_claim_in_a_table_cell() -> None:
@@ -212,9 +216,9 @@ def test_solution_and_answer_are_behind_a_reveal_on_problem_pages() -> None:
 def test_inline_math_across_a_line_break_and_display_blocks() -> None:
     html = render("Near $\\ln |V| + \\tfrac12 =\n[[262.1|fp32_mb]]$, then [[262.1|fp32_mb]].\n\n"
                   "$$\nN = [[65{,}536{,}000|numel]]\n$$", ctx())
-    assert "\\class{nb-claim}{262.1}\\)" in html
+    assert "\\class{nb-claim}{\\cssId{nb-mc-2-0}{262.1}}\\)" in html
     assert 'then <span class="nb-claim"' in html
-    assert "N = \\class{nb-claim}{65{,}536{,}000}" in html
+    assert "N = \\class{nb-claim}{\\cssId{nb-mc-5-4}{65{,}536{,}000}}" in html
 
 
 def test_figures_drawn_by_the_check() -> None:

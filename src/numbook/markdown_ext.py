@@ -33,11 +33,11 @@ from markdown.treeprocessors import Treeprocessor
 from markdown_exec import base_format
 
 from .diagnostics import Diagnostic
-from .render import element, rewrite, tex, to_html
+from .render import claim_index, element, rewrite, tex, to_html
 from .result import DEFAULT_CACHE_DIR
 from .runner import CheckResult, Runner
 from .session import Session
-from .verify import PageContext, PageReport, Record, failure_message, verify_page
+from .verify import PageContext, PageReport, Record, RecordKind, failure_message, verify_page
 
 __all__ = ["NumbookExtension", "check_formatter", "check_validator", "makeExtension", "extension_of", "report"]
 
@@ -56,11 +56,17 @@ class ClaimPreprocessor(Preprocessor):
         rep = verify_page("\n".join(lines), ctx)
         self.ext.session.reporter.report(rep.diagnostics)
         self.ext.last_report = rep
-        return rewrite(rep.text, rep.records, self.emit).split("\n")
+        self.math: list[tuple[str, Record]] = []
+        out = rewrite(rep.text, rep.records, self.emit)
+        if any(rec.kind == RecordKind.CLAIM for _, rec in self.math):
+            out = out.rstrip("\n") + "\n\n" + self.md.htmlStash.store(claim_index(self.math)) + "\n\n"
+        return out.split("\n")
 
     def emit(self, rec: Record) -> str:
         if rec.math:
-            return tex(rec)
+            ident = f"nb-mc-{rec.row + 1}-{rec.start}"   # unique on the page: its line and column
+            self.math.append((ident, rec))
+            return tex(rec, ident if rec.kind == RecordKind.CLAIM else "")
         el = element(rec)
         if el is None:
             return ""

@@ -10,13 +10,14 @@ claim index (``nb-claims``), one entry per math claim, in order.
 from __future__ import annotations
 
 import base64
+import json
 import xml.etree.ElementTree as etree
 from collections.abc import Callable, Iterable
 
 from .claims import format_value
 from .verify import Record, RecordKind
 
-__all__ = ["element", "tooltip", "rewrite", "to_html", "tex"]
+__all__ = ["element", "tooltip", "rewrite", "to_html", "tex", "claim_index"]
 
 
 def tooltip(rec: Record) -> str:
@@ -75,11 +76,30 @@ def element(rec: Record) -> etree.Element | None:
     return None  # pragma: no cover - every kind is handled above
 
 
-def tex(rec: Record) -> str:
-    """A claim inside TeX math: the number with a class MathJax keeps (its provenance is in the claim index)."""
-    if rec.kind == RecordKind.CLAIM:
-        return rf"\class{{nb-claim}}{{{rec.shown}}}" if rec.ok else rf"\class{{nb-claim nb-claim-bad}}{{{rec.shown}}}"
-    return rec.shown
+def tex(rec: Record, ident: str = "") -> str:
+    """A claim inside TeX math: the number with a class (and an id) MathJax keeps.
+
+    Its provenance travels beside the math, in the page's claim index (``claim_index``), under
+    that id: MathJax draws the number as SVG, where no title attribute would show.
+    """
+    if rec.kind not in (RecordKind.CLAIM, RecordKind.UNVERIFIED):
+        return rec.shown
+    cls = "nb-claim" if rec.ok and rec.kind == RecordKind.CLAIM else "nb-claim nb-claim-bad"
+    body = rf"\cssId{{{ident}}}{{{rec.shown}}}" if ident else rec.shown
+    return rf"\class{{{cls}}}{{{body}}}"
+
+
+def claim_index(entries: list[tuple[str, Record]]) -> str:
+    """The page's index of math claims: ``<script type="application/json" class="nb-claims">``."""
+    def plain(tex_text: str) -> str:
+        return (tex_text.replace("{,}", ",").replace("\\%", "%").replace("\\times", "×").replace("\\geq", "≥")
+                .replace("\\leq", "≤").strip())
+
+    data = [{"id": ident, "shown": plain(rec.shown), "tip": tooltip(rec)}
+            for ident, rec in sorted(entries, key=lambda e: (e[1].row, e[1].start)) if rec.kind == RecordKind.CLAIM]
+    el = etree.Element("script", {"type": "application/json", "class": "nb-claims"})
+    el.text = json.dumps(data, ensure_ascii=False).replace("</", "<\\/")
+    return to_html(el)
 
 
 def to_html(el: etree.Element) -> str:

@@ -20,7 +20,7 @@ if (typeof document$ !== "undefined") {
       MathJax.startup.output.clearCache && MathJax.startup.output.clearCache();
       MathJax.typesetClear && MathJax.typesetClear();
       MathJax.texReset && MathJax.texReset();
-      MathJax.typesetPromise();
+      MathJax.typesetPromise().then(() => window.numbookDecorateMath && window.numbookDecorateMath());
     }
   });
 }

@@ -227,9 +227,11 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         return head.count("\n"), head + markdown + "\n".join(tail) + "\n"
 
     def on_page_content(self, html: str, *, page: Page, config: MkDocsConfig, files: Files) -> str | None:
+        entry = self.book.entries.get(page.file.src_uri)
+        if entry is not None and entry.check and not entry.failed:
+            html = _after_h1(html, to_html(_legend()))
         if not self.serving:
             return html
-        entry = self.book.entries.get(page.file.src_uri)
         faults = self.session.reporter.for_path(entry.path) if entry is not None else []
         return (to_html(_fault_banner(faults)) + html) if faults else html
 
@@ -268,6 +270,20 @@ def _progress(done: int, total: int, res: CheckResult, running: list[str]) -> No
     how = "frozen" if res.frozen else ("cache" if res.cached else "ran")
     still = f" · still running: {', '.join(running[:3])}{' …' if len(running) > 3 else ''}" if running else ""
     log.info(f"numbook: [{done}/{total}] {res.check} {res.status} {res.elapsed_s:.1f} s ({how}){still}")
+
+
+def _legend() -> etree.Element:
+    """How to read the marks, said once per page that has a check."""
+    p = etree.Element("p", {"class": "nb-legend", "data-search-exclude": ""})
+    p.text = ("Numbers with a dotted underline were computed by this page's check for this build: hover, focus or "
+              "tap one to see the value, the check, the device and the date. A ✓ marks a statement the check "
+              "asserted, with both sides it compared.")
+    return p
+
+
+def _after_h1(html: str, snippet: str) -> str:
+    at = html.find("</h1>")
+    return html[:at + 5] + snippet + html[at + 5:] if at >= 0 else snippet + html
 
 
 def _conventions(text: str) -> etree.Element:

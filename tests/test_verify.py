@@ -203,14 +203,20 @@ def test_a_failed_check_is_one_error_at_the_check_line(result: CheckResult, mess
 def test_solution_and_answer_are_behind_a_reveal_on_problem_pages() -> None:
     html = render("## Solution\n\n### Step 1 — count\n\nText.\n\n## Answer\n\nIt is [[262.1|fp32_mb]].\n\n"
                   "## Check — numeric\n\nShown.", ctx(problem=True))
-    assert html.startswith('<h2>Solution</h2>\n<details class="nb-reveal"><summary><span class="nb-show">Show the solution</span><span class="nb-hide">Hide the solution</span></summary>'
+    assert html.startswith('<h2>Solution</h2>\n<details class="nb-reveal"><summary>'
+                           '<span class="nb-show">Show the solution</span>'
+                           '<span class="nb-hide">Hide the solution</span></summary>'
                            "<h3>Step 1 — count</h3>\n<p>Text.</p>\n</details>")
-    assert '<h2>Answer</h2>\n<details class="nb-reveal"><summary><span class="nb-show">Show the answer</span><span class="nb-hide">Hide the answer</span></summary><p>It is' in html
+    assert ('<h2>Answer</h2>\n<details class="nb-reveal"><summary>'
+            '<span class="nb-show">Show the answer</span><span class="nb-hide">Hide the answer</span></summary>'
+            '<p>It is') in html
     assert html.endswith("<h2>Check — numeric</h2>\n<p>Shown.</p>")
     assert "<details" not in render("## Solution\n\nText.", ctx(problem=False))
     with_permalinks = render("## Solution\n\nText.", ctx(problem=True), TocExtension(permalink=True))
     assert "headerlink" in with_permalinks
-    assert '<details class="nb-reveal"><summary><span class="nb-show">Show the solution</span><span class="nb-hide">Hide the solution</span></summary><p>Text.</p>' in with_permalinks
+    assert ('<details class="nb-reveal"><summary>'
+            '<span class="nb-show">Show the solution</span><span class="nb-hide">Hide the solution</span>'
+            '</summary><p>Text.</p>') in with_permalinks
 
 
 def test_inline_math_across_a_line_break_and_display_blocks() -> None:

@@ -21,10 +21,12 @@ def row(label, *cells, w=44, cw=14):
 V = given("V", 32_000)
 d = given("d", 256)
 T = given("T", 512)
-# valid tokens per sequence in each micro-batch: A holds two long sequences, B two short ones
-micro = (given("lengths_A", (512, 498)), given("lengths_B", (97, 41)))
+# valid tokens per sequence in each micro-batch: A holds a full sequence and a long one, B two short ones
+micro = ((T, given("len_A2", 498)), (given("len_B1", 97), given("len_B2", 41)))
 IGNORE = -100
-k = value("k", len(micro))
+k = value("k", len(micro), fixed="the problem has two micro-batches, A and B")
+value("lengths_A", micro[0])
+value("lengths_B", micro[1])
 
 g = torch.Generator().manual_seed(0)
 torch.manual_seed(0)
@@ -70,11 +72,16 @@ def mean_of_means():
     return reported
 
 
+per_rank = []   # each micro-batch's own gradient of sum / n, as one data-parallel rank would hold it
+
+
 def token_weighted():
     reported = 0.0
     for h, y in batches:
+        before = head.weight.grad.clone() if head.weight.grad is not None else 0
         loss = F.cross_entropy(head(h), y, reduction="sum") / n_total
         loss.backward()
+        per_rank.append(head.weight.grad - before)
         reported += loss.item()
     return reported
 
@@ -93,6 +100,10 @@ value("rel_err_tw", rel(g_tw, g_ref))
 value("cos_mom", cos)
 value("grad_norm_ratio_mom", (g_mom.norm() / g_ref.norm()).item())
 value("n_params", g_ref.numel())
+loss_gap = value("loss_gap", abs(l_mom - l_ref))
+value("loss_gap_rel", loss_gap / l_ref)
+diff_norm = (g_mom - g_ref).norm().item()
+ratio_mom = (g_mom.norm() / g_ref.norm()).item()
 
 # per-token weights: what each valid token contributes to the gradient, relative to the reference
 w_ref = 1 / n_total
@@ -115,7 +126,25 @@ row("cosine(mean of means, reference)", f"{cos:.4f}")
 
 sanity("token_weighted_exact", rel(g_tw, g_ref) < 1e-5 and abs(l_tw - l_ref) < 1e-4,
        "sum / total valid reproduces the full-batch gradient and loss")
-sanity("mom_differs", rel(g_mom, g_ref) > 0.1, "mean of means is a different gradient, not a rounding difference")
+sanity("mom_differs", rel(g_mom, g_ref) > 0.1, "mean of means is a different gradient, not a rounding difference",
+       operands=(rel(g_mom, g_ref), 0.1))
+# |g_mom - g_ref|^2 = |g_mom|^2 + |g_ref|^2 - 2 cos |g_mom| |g_ref|: the three measured figures agree
+sanity("diff_longer_than_ref",
+       diff_norm > g_ref.norm().item()
+       and math.isclose(rel(g_mom, g_ref) ** 2, ratio_mom**2 + 1 - 2 * cos * ratio_mom, rel_tol=1e-3),
+       "the difference from the reference is longer than the reference itself",
+       operands=(diff_norm, g_ref.norm().item()))
+sanity("loss_barely_moves", loss_gap / l_ref < 5e-4 and rel(g_mom, g_ref) > 1000 * loss_gap / l_ref,
+       "the reported loss moves by a small fraction of what the gradient moves", operands=(loss_gap / l_ref, 5e-4))
+# data parallelism: DDP's all-reduce averages the ranks' gradients; with sum / n per rank that average is
+# the reference divided by k, and multiplying each rank's loss by k restores it
+ddp_avg = sum(per_rank) / k
+ddp_scaled = sum(k * g for g in per_rank) / k
+value("rel_err_ddp_scaled", rel(ddp_scaled, g_ref))
+sanity("ddp_needs_world_size",
+       rel(ddp_scaled, g_ref) < 1e-5 and math.isclose((g_ref.norm() / ddp_avg.norm()).item(), k, rel_tol=1e-4),
+       "averaging ranks divides the token-weighted gradient by k; multiplying each loss by k restores it",
+       operands=((g_ref.norm() / ddp_avg.norm()).item(), k))
 sanity("weights_closed_form", math.isclose(w_mom[0] * counts[0] + w_mom[1] * counts[1], 1.0),
        "mean-of-means weights still sum to one over the valid tokens")
 
@@ -131,7 +160,7 @@ sanity("reweighting_explains", rel(head.weight.grad, g_mom) < 1e-5,
 row("one pass with weights 1/(k n_j) vs mean of means", "", f"{rel(head.weight.grad, g_mom):.2e}")
 
 # -- variation: eight micro-batches (or eight data-parallel ranks), one of them sparse ------------
-k8 = value("k8", 8)
+k8 = given("k8", 8)
 dense = value("dense_count", counts[0])
 sparse = value("sparse_count", counts[1])
 tot8 = (k8 - 1) * dense + sparse
@@ -140,6 +169,8 @@ value("v_ratio_sparse", (1 / (k8 * sparse)) / (1 / tot8))
 value("v_ratio_dense", (1 / (k8 * dense)) / (1 / tot8))
 value("v_share_sparse_mom", 1 / k8)
 value("v_share_sparse_tw", sparse / tot8)
+row("DDP average of k ranks' sum / n, times k, vs reference", "", f"{rel(ddp_scaled, g_ref):.2e}")
+row("reported loss: mean of means minus reference", f"{loss_gap:.4f}", f"{loss_gap / l_ref:.3%}")
 print(f"\nVariation: {k8} micro-batches, {k8 - 1} with {dense:,} valid tokens and one with {sparse}")
 row("weight of a sparse-batch token / reference", f"{(1 / (k8 * sparse)) * tot8:.2f}")
 row("weight of a dense-batch token / reference", f"{(1 / (k8 * dense)) * tot8:.4f}")

@@ -20,3 +20,20 @@ def test_a_gpu_check_awaits_its_first_freeze_then_must_be_used(tmp_path: Path) -
     (checks / "frozen").mkdir()
     (checks / "frozen" / "g.json").write_text("{}", encoding="utf-8")
     assert [d.path for d in orphan_faults(book, checks)] == ["checks/c.py", "checks/g.py"]
+
+
+def test_a_quick_check_answered_by_the_text_before_it_is_reported(tmp_path: Path) -> None:
+    from numbook.lint import quiz_faults
+
+    page = tmp_path / "docs" / "l.md"
+    page.parent.mkdir()
+    quiz = ("/// quiz | What shape has `A @ B`?\n- [ ] (3, 5)\n    No.\n- [x] [[(4, 5)|ab]]\n    Yes.\n///\n")
+    page.write_text("---\ncheck: l.py\n---\n\nFor $A$ of shape (4, 3) and $B$ of shape (3, 5), $C$ has shape "
+                    "[[(4, 5)|ab]].\n\n" + quiz, encoding="utf-8")
+    book = Book(tmp_path)
+    entry = book.add("l.md", page)
+    assert [str(d) for d in quiz_faults(entry)] == [
+        "docs/l.md:7: quick check answered by the text before it: its answer '(4, 5)' stands in the 300 characters "
+        "above; ask the reader to predict it, one step further"]
+    page.write_text("---\ncheck: l.py\n---\n\nA product keeps the outer axes.\n\n" + quiz, encoding="utf-8")
+    assert quiz_faults(book.add("l.md", page)) == []

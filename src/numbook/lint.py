@@ -20,7 +20,7 @@ from .diagnostics import Diagnostic
 from .page import split_front_matter
 from .result import read_header
 from .structure import check_file_name, code_spans, h2, walk
-from .verify import CLAIM, section_faults, unbound_numbers
+from .verify import CLAIM, display, section_faults, unbound_numbers
 
 __all__ = ["lint_book", "label_faults", "printed_digits", "structure_faults", "orphan_faults", "used_checks",
            "section_diagnostics"]
@@ -103,9 +103,47 @@ def label_faults(book: Book, checks_dir: Path) -> list[Diagnostic]:
     return diags
 
 
+QUIZ_WINDOW = 300
+_QUIZ = re.compile(r"^[ \t]*/{3,}[ \t]*quiz\b")
+_KEY = re.compile(r"^[-*+][ \t]+\[[xX]\][ \t]+(?P<key>.+)$")
+
+
+def _shown(text: str) -> str:
+    """Prose as a reader sees it: claims as their literals, code spans and markup dropped."""
+    text = CLAIM.sub(lambda m: display(m.group("lit"), False) if m.group("lit") else " ", text)
+    return " ".join(re.sub(r"[`*_$\\]", " ", text).split())
+
+
+def quiz_faults(entry: Entry) -> list[Diagnostic]:
+    """A quick check whose right answer stands in the 300 characters of prose before it.
+
+    A quick check asks the reader to predict or apply before the text says it; one answered word
+    for word just above tests reading, not understanding.
+    """
+    lines = list(walk(entry.body))
+    out: list[Diagnostic] = []
+    for i, ln in enumerate(lines):
+        if ln.code or not _QUIZ.match(ln.text):
+            continue
+        key = next((m.group("key") for later in lines[i + 1:] if (m := _KEY.match(later.text.strip()))), None)
+        if key is None:
+            continue
+        answer = _shown(key)
+        before = _shown(" ".join(x.text for x in lines[:i] if not x.code and not x.text.lstrip().startswith("//")))
+        window = before[-QUIZ_WINDOW:]
+        if answer and re.search(r"(?<![\w.])" + re.escape(answer) + r"(?![\w])", window):
+            out.append(Diagnostic(entry.path, entry.offset + ln.index + 1,
+                                  f"quick check answered by the text before it: its answer '{answer}' stands in the "
+                                  f"{QUIZ_WINDOW} characters above; ask the reader to predict it, one step further"))
+    return out
+
+
 def structure_faults(book: Book, problems_dir: str = "problems") -> list[Diagnostic]:
-    """Faults of the pages' structure: front matter, IDs and file names, links, sections."""
+    """Faults of the pages' structure: front matter, IDs and file names, links, sections, quick checks."""
     diags = list(book.diagnostics)
+    for entry in book.entries.values():
+        if entry.meta is not None:
+            diags += quiz_faults(entry)
     faulty = {d.path for d in book.diagnostics}
     for entry in _problem_pages(book, problems_dir):
         if entry.meta is None and entry.path not in faulty:

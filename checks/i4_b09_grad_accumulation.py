@@ -134,8 +134,6 @@ sanity("diff_longer_than_ref",
        and math.isclose(rel(g_mom, g_ref) ** 2, ratio_mom**2 + 1 - 2 * cos * ratio_mom, rel_tol=1e-3),
        "the difference from the reference is longer than the reference itself",
        operands=(diff_norm, g_ref.norm().item()))
-sanity("loss_barely_moves", loss_gap / l_ref < 5e-4 and rel(g_mom, g_ref) > 1000 * loss_gap / l_ref,
-       "the reported loss moves by a small fraction of what the gradient moves", operands=(loss_gap / l_ref, 5e-4))
 # data parallelism: DDP's all-reduce averages the ranks' gradients; with sum / n per rank that average is
 # the reference divided by k, and multiplying each rank's loss by k restores it
 ddp_avg = sum(per_rank) / k

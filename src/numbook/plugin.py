@@ -189,6 +189,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         entry = self.book.entries.get(uri)
         if entry is None or entry.failed:
             return markdown  # a page whose front matter failed: that one fault, not one per claim below it
+        if getattr(entry.meta, "lesson", None) and "/// lesson-nav" in markdown:
+            # the lesson's own navigation names previous and next: the theme's footer would say it twice
+            page.meta["hide"] = [*page.meta.get("hide", []), "footer"]
         ctx = PageContext(entry.path, entry.check, self._result, line_offset=entry.offset,
                           first_line=entry.offset + 1, check_line=entry.lines.get("check", 1),
                           problem=entry.problem, scan_numbers=entry.scan_numbers, root=self.root)

@@ -70,3 +70,9 @@ def test_search_leaves_out_check_output_and_hidden_explanations(tab: Any, site_d
     assert "from numbook.check import" not in text    # check source
     assert "OutputSource" not in text
     assert "cross_entropy" in text                    # the prose still is
+
+
+def test_a_lesson_names_previous_and_next_once(tab: Any) -> None:
+    page = tab.open("lessons/lesson-2/")
+    assert page.locator(".nb-lesson-nav, [class*='lesson-nav']").count() >= 1
+    assert page.locator("nav.md-footer__inner").is_hidden()

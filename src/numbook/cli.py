@@ -29,6 +29,7 @@ from .book import Book
 from .config import ConfigError, Layout, load_layout
 from .diagnostics import Diagnostic
 from .frozen import FreezeError, freeze_checks
+from .ledger import diff, format_diff, read_ledger
 from .lint import label_faults, lint_book, orphan_faults, structure_faults
 from .perturb import format_report, perturb, save_report
 from .runner import CheckResult, Progress, Runner
@@ -202,6 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("freeze", help="run every requires=cuda check on this GPU and write its frozen result")
     f.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
     f.add_argument("--jobs", type=int, default=1, help="GPU checks run at once (default 1)")
+    d = sub.add_parser("diff", help="the published numbers that changed between two ledgers (site/numbers.json)")
+    d.add_argument("old", type=Path, help="the earlier ledger, e.g. the deployed site's numbers.json")
+    d.add_argument("new", type=Path, help="the later ledger, e.g. site/numbers.json of this build")
+    d.add_argument("--fail-on-change", action="store_true", help="exit 1 when any published number changed")
     args = parser.parse_args(argv)
     try:
         return _command(args)
@@ -211,6 +216,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _command(args: Any) -> int:
+    if args.command == "diff":
+        try:
+            changes = diff(read_ledger(args.old), read_ledger(args.new))
+        except (OSError, ValueError, TypeError) as exc:
+            print(f"numbook diff: {exc}", file=sys.stderr)
+            return 2
+        print(format_diff(changes))
+        return 1 if changes and args.fail_on_change else 0
     root = args.root.resolve()
     if args.command == "lint":
         faults = lint(root)

@@ -55,6 +55,7 @@ class ClaimPreprocessor(Preprocessor):
             return lines  # no page, or markdown-exec's inner conversion of already rendered text
         rep = verify_page("\n".join(lines), ctx)
         self.ext.session.reporter.report(rep.diagnostics)
+        self.ext.session.records[ctx.path] = rep.records
         self.ext.last_report = rep
         self.math: list[tuple[str, Record]] = []
         out = rewrite(rep.text, rep.records, self.emit)

@@ -29,6 +29,7 @@ from mkdocs.structure.pages import Page
 from . import __version__
 from .book import Book, Entry, id_key
 from .diagnostics import Diagnostic, Reporter, log
+from .ledger import build_ledger, write_ledger
 from .lint import label_faults, orphan_faults, structure_faults
 from .markdown_ext import check_formatter, check_validator
 from .page import ChapterMeta
@@ -65,6 +66,8 @@ class NumbookConfig(base.Config):
     """Title of the generated navigation section of problems."""
     nav_after = c.Type(str, default="Lessons")
     """Insert that section after the nav item with this title (else at the end)."""
+    ledger = c.Type(str, default="numbers.json")
+    """File beside the site listing every published number (``numbook diff`` compares two); empty for none."""
     report = c.Type(str, default="report.md")
     """Site path of the generated run report page (last in the nav); empty for none."""
 
@@ -251,6 +254,8 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         if faults and config.strict and not self.serving and not log.isEnabledFor(logging.WARNING):
             # --quiet hides warnings from --strict's counter; a wrong number must still fail the build
             raise PluginError(f"{len(faults)} faults in checks and claims; the first: {faults[0]}")
+        if self.config.ledger and self.session.records:
+            write_ledger(Path(config.site_dir) / self.config.ledger, build_ledger(self.session.records, self._result))
         unique = {r.check: r for r in self.results.values()}.values()  # one check may be named two ways
         ran = [r for r in unique if r.ok and not r.cached and not r.frozen]
         cached = sum(r.cached for r in unique)

@@ -16,7 +16,7 @@ from typing import Any
 from markdown import Markdown
 
 from .diagnostics import Reporter
-from .verify import PageContext
+from .verify import PageContext, Record
 
 __all__ = ["Session", "page_uri"]
 
@@ -40,6 +40,7 @@ class Session:
     html_cache: Path | None = None
     render_key: str = ""
     default: PageContext | None = None      # outside MkDocs: the one page being converted
+    records: dict[str, list[Record]] = field(default_factory=dict)   # page path -> its verified markers
 
     def context(self, md: Markdown) -> PageContext | None:
         uri = page_uri(md)

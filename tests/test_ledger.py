@@ -1,0 +1,66 @@
+"""The ledger of published numbers: every build writes numbers.json, and numbook diff compares two."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TINY = Path(__file__).parent / "fixtures" / "tiny"
+
+
+def _build(root: Path, out: str) -> Path:
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(root / out)], cwd=root,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return root / out / "numbers.json"
+
+
+def _diff(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "numbook.cli", "diff", *args], capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+@pytest.mark.slow
+def test_every_build_writes_its_ledger_and_diff_names_what_changed(tmp_path: Path) -> None:
+    root = tmp_path / "tiny"
+    shutil.copytree(TINY, root)
+    old = _build(root, "site-old")
+    data = json.loads(old.read_text(encoding="utf-8"))
+    first = next(c for c in data["claims"] if c["name"] == "fp32_mb")
+    assert first["page"] == "problems/I.1.A01.md" and first["written"] == "65.5" and first["value"] == "65.536"
+    assert first["check"] == "checks/i1_a01_embedding.py" and first["device"].startswith("cpu")
+    assert set(first["versions"]) == {"Python", "torch", "numpy"} and first["ran_at"].endswith("UTC")
+
+    same = _diff(str(old), str(old), "--fail-on-change")
+    assert (same.returncode, same.stdout.strip()) == (0, "numbook diff: no published number changed")
+
+    check = root / "checks" / "i1_a01_embedding.py"
+    check.write_text(check.read_text(encoding="utf-8").replace('given("d", 512)', 'given("d", 520)'), encoding="utf-8")
+    page = root / "problems" / "I.1.A01.md"
+    text = page.read_text(encoding="utf-8")
+    for a, b in [("[[512|d]]", "[[520|d]]"), ("[[65.5|fp32_mb]]", "[[66.6|fp32_mb]]"),
+                 ("[[32.8|bf16_mb]]", "[[33.3|bf16_mb]]"), ("[[16,384,000|numel]]", "[[16,640,000|numel]]"),
+                 ("[[(32000, 512)|shape]]", "[[(32000, 520)|shape]]")]:
+        text = text.replace(a, b)
+    page.write_text(text, encoding="utf-8")
+    new = _build(root, "site-new")
+    changed = _diff(str(old), str(new), "--fail-on-change")
+    assert changed.returncode == 1
+    lines = changed.stdout.splitlines()
+    assert lines[0] == "problems/I.1.A01.md:"
+    assert "  ~ fp32_mb (line 32): computed 65.536 → 66.56; written 65.5 → 66.6" in lines
+    assert lines[-1].startswith("numbook diff: ") and lines[-1].endswith("published numbers changed on 1 pages")
+    assert _diff(str(old), str(new)).returncode == 0      # without --fail-on-change it only reports
+
+
+def test_diff_refuses_a_file_that_is_no_ledger(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text("{}", encoding="utf-8")
+    proc = _diff(str(bad), str(bad))
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == f"numbook diff: {bad} is not a numbook ledger (format 1)"

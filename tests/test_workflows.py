@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import json
 import os
 import shutil
@@ -92,8 +94,10 @@ def test_the_gpu_workflow_runs_on_the_self_hosted_gpu_runner_with_minimal_permis
     assert deploy["needs"] == "gpu" and deploy["runs-on"] == "ubuntu-latest"
     assert deploy["if"] == "github.ref == 'refs/heads/main'"
     assert deploy["permissions"] == {"pages": "write", "id-token": "write"}
-    assert any(u.startswith("actions/upload-pages-artifact@v") for u in uses(wf))
-    assert any(u.startswith("actions/deploy-pages@v") for u in uses(wf))
+    assert any(u.startswith("actions/upload-pages-artifact@") for u in uses(wf))
+    assert any(u.startswith("actions/deploy-pages@") for u in uses(wf))
+    # every action the GPU runner executes is pinned by its full commit SHA, not a movable tag
+    assert all(re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", u) for u in uses(wf)), uses(wf)
     # the self-hosted label is declared for actionlint
     config = yaml.safe_load((ROOT / ".github" / "actionlint.yaml").read_text(encoding="utf-8"))
     assert "gpu" in config["self-hosted-runner"]["labels"]

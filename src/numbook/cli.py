@@ -32,7 +32,7 @@ from .frozen import FreezeError, freeze_checks
 from .ledger import diff, format_diff, read_ledger
 from .lint import label_faults, lint_book, orphan_faults, structure_faults
 from .perturb import format_report, perturb, save_report
-from .runner import CheckResult, Progress, Runner
+from .runner import CheckResult, Progress, Runner, shard
 from .scaffold import ScaffoldError, scaffold
 from .verify import PageContext, RecordKind, failure_message, verify_page
 
@@ -63,12 +63,13 @@ def verify_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Prog
     return rep.diagnostics, rep.results, rep.claims, rep.runner
 
 
-def check_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progress | None = None) -> BookReport:
-    """Run every check of the book once and verify every page."""
+def check_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progress | None = None,
+               only: list[str] | None = None) -> BookReport:
+    """Run every check of the book once (or only those of a shard) and verify every page."""
     layout = load_layout(root)
     runner = _runner(root, layout, cache=cache, jobs=jobs)
     book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
-    results = runner.run_many(book.checks(), progress=progress)
+    results = runner.run_many(book.checks() if only is None else only, progress=progress)
     diags = structure_faults(book, layout.problems_dir)   # the build's order: structure, pages, unused checks
     claims: dict[str, int] = {}
     bound: dict[str, set[str]] = {}
@@ -185,6 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--jobs", type=int, default=0, help="checks run at once (default: the plugin's jobs, one per core)")
     v.add_argument("--perturb", action="store_true",
                    help="re-run each check with each input nudged; report dead inputs and constant claims")
+    v.add_argument("--shard", metavar="K/N", help="run only the K-th of N deterministic shards of the checks and "
+                                                 "write their results as a bundle (see numbook merge)")
+    v.add_argument("--bundle", type=Path, help="where --shard writes its bundle (default numbook-shard-K-of-N.json)")
     v.add_argument("--only", action="append", default=[], metavar="CHECK",
                    help="with --perturb: nudge only this check's inputs (repeatable)")
     v.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -203,6 +207,10 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("freeze", help="run every requires=cuda check on this GPU and write its frozen result")
     f.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
     f.add_argument("--jobs", type=int, default=1, help="GPU checks run at once (default 1)")
+    mg = sub.add_parser("merge", help="put shard bundles' results into the cache; then mkdocs build runs no check "
+                                      "(set NUMBOOK_CACHED_ONLY=1 to make it refuse to)")
+    mg.add_argument("bundles", type=Path, nargs="+", help="bundles written by numbook verify --shard K/N")
+    mg.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
     d = sub.add_parser("diff", help="the published numbers that changed between two ledgers (site/numbers.json)")
     d.add_argument("old", type=Path, help="the earlier ledger, e.g. the deployed site's numbers.json")
     d.add_argument("new", type=Path, help="the later ledger, e.g. site/numbers.json of this build")
@@ -225,6 +233,8 @@ def _command(args: Any) -> int:
         print(format_diff(changes))
         return 1 if changes and args.fail_on_change else 0
     root = args.root.resolve()
+    if args.command == "merge":
+        return _merge(root, args.bundles)
     if args.command == "lint":
         faults = lint(root)
         for d in faults:
@@ -240,6 +250,8 @@ def _command(args: Any) -> int:
     if args.command == "verify":
         started = time.perf_counter()
         show = sys.stderr.isatty() if args.progress is None else args.progress
+        if args.shard:
+            return _shard(root, args, show)
         book = check_book(root, cache=not args.no_cache, jobs=args.jobs,
                           progress=_print_progress if show else None)
         diags, results, claims, runner = book.diagnostics, book.results, book.claims, book.runner
@@ -265,6 +277,42 @@ def _command(args: Any) -> int:
               f"in {time.perf_counter() - started:.2f} s")
         return 1 if diags or not clean else 0
     return 2  # pragma: no cover
+
+
+def _shard(root: Path, args: Any, show: bool) -> int:
+    """``verify --shard K/N``: run the K-th of N shards of the checks and write their results as a bundle."""
+    try:
+        k, n = (int(x) for x in args.shard.split("/"))
+        layout = load_layout(root)
+        book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
+        mine = shard(book.checks(), k, n)
+    except ValueError as exc:
+        print(f"numbook verify: --shard {args.shard}: {exc}", file=sys.stderr)
+        return 2
+    runner = _runner(root, layout, cache=True, jobs=args.jobs)
+    results = runner.run_many(mine, progress=_print_progress if show else None)
+    failed = [r for r in results.values() if not r.ok]
+    for r in failed:
+        print(f"{r.check}: {r.status}: {failure_message(r, r.check)[0]}", file=sys.stderr)
+    out = Path(args.bundle or f"numbook-shard-{k}-of-{n}.json")
+    out.write_text(json.dumps(runner.bundle(list(results.values()))), encoding="utf-8")
+    print(f"shard {k}/{n}: {len(mine)} of {len(book.checks())} checks, {len(failed)} failed; wrote {out}")
+    return 1 if failed else 0
+
+
+def _merge(root: Path, bundles: list[Path]) -> int:
+    """``numbook merge``: put the results of shard bundles into this book's cache; a build then runs no check."""
+    layout = load_layout(root)
+    runner = _runner(root, layout, cache=True, jobs=1)
+    total = 0
+    for b in bundles:
+        try:
+            total += runner.merge(json.loads(b.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            print(f"numbook merge: {b}: {exc}", file=sys.stderr)
+            return 2
+    print(f"merged {total} results from {len(bundles)} bundles into {runner.cache_dir}")
+    return 0
 
 
 def _freeze(root: Path, jobs: int) -> int:

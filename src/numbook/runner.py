@@ -36,7 +36,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import sandbox
 from .check import FACTS_ENV, PERTURB_ENV, RESULT_ENV
@@ -55,9 +55,11 @@ from .result import (
 )
 
 __all__ = ["CheckResult", "CheckHeader", "Status", "Runner", "Progress", "read_header", "detect_device",
-           "DEFAULT_MEMORY", "CACHE_VERSION"]
+           "DEFAULT_MEMORY", "CACHE_VERSION", "CACHED_ONLY_ENV", "shard"]
 
 CACHE_VERSION = "3"
+CACHED_ONLY_ENV = "NUMBOOK_CACHED_ONLY"
+"""Set (to anything) for a build that must run no check: every result comes from the cache (merged shards)."""
 
 # passed to a check unchanged and not keyed: where things are, not what a result depends on
 _PASSED = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "VIRTUAL_ENV", "LD_LIBRARY_PATH",
@@ -192,7 +194,14 @@ class Runner:
         with lock:
             if key in self._memo:
                 return self._memo[key]
-            res = self._from_disk(key) or self._run(path, rel, header, key, own, perturb)
+            res = self._from_disk(key)
+            if res is None and os.environ.get(CACHED_ONLY_ENV):
+                res = CheckResult(rel, Status.ERROR, key=key, source_hash=own, device=self.device,
+                                  versions=self.versions,
+                                  stderr=f"{rel} has no result in the merged results and {CACHED_ONLY_ENV} forbids "
+                                         "running it: its shard did not run it, or its files changed since")
+            elif res is None:
+                res = self._run(path, rel, header, key, own, perturb)
             self._memo[key] = res
             return res
 
@@ -269,6 +278,24 @@ class Runner:
         data["cache_version"] = CACHE_VERSION
         tmp.write_text(json.dumps(data), encoding="utf-8")
         tmp.replace(self.cache_dir / f"{res.key}.json")
+
+    def bundle(self, results: list[CheckResult]) -> dict[str, Any]:
+        """The cache entries of these results, for ``numbook merge`` on another machine."""
+        entries = {}
+        for res in results:
+            f = self.cache_dir / f"{res.key}.json" if self.cache_dir is not None else None
+            if f is not None and f.is_file():
+                entries[res.key] = json.loads(f.read_text(encoding="utf-8"))
+        return {"numbook_bundle": 1, "device": self.device, "versions": self.versions, "entries": entries}
+
+    def merge(self, bundle: dict[str, Any]) -> int:
+        """Write a bundle's entries into this cache; how many. Each is still checked against its files when used."""
+        if self.cache_dir is None or bundle.get("numbook_bundle") != 1:
+            raise ValueError("not a numbook result bundle (or this runner has no cache)")
+        self.cache_dir.mkdir(parents=True, exist_ok=True)
+        for key, data in bundle["entries"].items():
+            (self.cache_dir / f"{key}.json").write_text(json.dumps(data), encoding="utf-8")
+        return len(bundle["entries"])
 
     def prune(self) -> int:
         """Remove every cache entry whose first key no check of this runner computed; how many were removed."""
@@ -377,6 +404,13 @@ class Runner:
         base.sanity, base.lines = data["sanity"], data["lines"]
         base.units, base.dtypes = data.get("units", {}), data.get("dtypes", {})
         base.facts, base.fixed = data.get("facts", {}), data.get("fixed", {})
+
+
+def shard(checks: list[str], k: int, n: int) -> list[str]:
+    """The k-th (1-based) of n deterministic shards: sorted checks dealt round-robin."""
+    if not 1 <= k <= n:
+        raise ValueError(f"shard {k}/{n}: K must be between 1 and N")
+    return [c for i, c in enumerate(sorted(set(checks))) if i % n == k - 1]
 
 
 def _kill_group(pid: int) -> None:

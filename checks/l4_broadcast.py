@@ -112,6 +112,8 @@ q_B = given("q_B", 8)                       # quick check on the bias: eight tic
 q_sum = torch.zeros(q_B, C) + b
 value("q_scores_shape", (q_B, C))
 value("q_sum_shape", q_sum.shape)
+sanity("q_sum_keeps_size", q_sum.numel() == q_B * C and q_sum.numel() >= b.numel(),
+       "broadcasting never shrinks: the sum has as many entries as the scores", operands=(q_sum.numel(), q_B * C))
 q_n = given("q_n", 3)                       # quick check on the quiet bug: three tickets
 q_diff = torch.zeros(q_n, 1) - torch.zeros(q_n)
 value("q_pred_shape", (q_n, 1))

@@ -106,7 +106,7 @@ def test_the_cpu_workflow_runs_the_readme_test_command_and_the_strict_build() ->
     wf = load(CI)
     on = triggers(wf)
     assert {"push", "pull_request"} <= set(on) and "pull_request_target" not in on
-    (job,) = wf["jobs"].values()
+    job = wf["jobs"]["cpu"]
     assert job["runs-on"] == "ubuntu-latest"
     commands = runs(job)
     assert any("nox -s tests" in r for r in commands) and any("nox -s docs" in r for r in commands)
@@ -114,6 +114,19 @@ def test_the_cpu_workflow_runs_the_readme_test_command_and_the_strict_build() ->
     setup = next(s for s in job["steps"] if str(s.get("uses", "")).startswith("actions/setup-python@"))
     assert setup["with"]["python-version"] == "3.11"
     assert "nox -s tests" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_checks_run_as_a_matrix_of_shards_and_the_site_is_built_from_their_merged_results() -> None:
+    wf = load(CI)
+    shards = wf["jobs"]["shards"]
+    n = len(shards["strategy"]["matrix"]["shard"])
+    assert any(f"--shard ${{{{ matrix.shard }}}}/{n}" in r for r in runs(shards))
+    assert any(str(s.get("uses", "")).startswith("actions/cache@") for s in shards["steps"])
+    site = wf["jobs"]["site"]
+    assert site["needs"] == "shards"
+    assert any("numbook merge" in r for r in runs(site))
+    build = next(s for s in site["steps"] if "nox -s docs" in s.get("run", ""))
+    assert build["env"]["NUMBOOK_CACHED_ONLY"] == "1"
 
 
 @pytest.mark.parametrize("path", [CI, GPU], ids=["ci", "gpu"])

@@ -16,6 +16,8 @@ from servebench import (
     DecoderLM,
     critical_decode_batch,
     decode_cost,
+    decode_terms,
+    part_intensities,
     kv_bytes_per_token,
     matmul_params,
     param_count,
@@ -56,7 +58,11 @@ print(
     f"model: {cfg.layers} layers, d_model {cfg.d_model}, {cfg.heads} heads ({cfg.n_kv_heads} KV), "
     f"vocab {cfg.vocab}: {param_count(cfg) / 1e6:.1f} M parameters, {W:.1f} MB in bf16"
 )
-print(f"KV cache: 2 x {cfg.layers} x {cfg.n_kv_heads} x {cfg.head_dim} x 2 B = {kvb} B per token")
+KV_FACTOR, BF16_BYTES = 2, 2
+print(f"KV cache: {KV_FACTOR} x {cfg.layers} x {cfg.n_kv_heads} x {cfg.head_dim} x {BF16_BYTES} B = {kvb} B per token")
+value("max_seq", cfg.max_seq)
+value("norm_bytes", (2 * cfg.layers + 1) * cfg.d_model * BF16_BYTES)
+value("emb_row_bytes", 2 * cfg.d_model * BF16_BYTES)
 print(f"ceilings: {PEAK_TFLOPS} TFLOP/s, {BW_TBS} TB/s -> ridge {ridge:.1f} FLOP/B\n")
 
 # --- one decode step ----------------------------------------------------------------------------
@@ -103,8 +109,31 @@ value("crit_none_512", crit[512] is None)
 value("ctx_short", 32)
 value("ctx_mid", 128)
 value("ctx_64", 64)
-value("kv_factor", 2)
-value("bf16_bytes", 2)
+value("kv_factor", KV_FACTOR, fixed="keys and values: two tensors per position, by definition")
+value("bf16_bytes", BF16_BYTES, fixed="bytes of one bf16 element")
+sanity("kv_over_half_at_64", decode_cost(cfg, DT, batch=64, context=L).bytes < 2 * 64 * L * kvb,
+       "at B = 64 the KV reads are more than half the bytes", operands=(64 * L * kvb / decode_cost(cfg, DT, batch=64, context=L).bytes, 0.5))
+no_batch_from = next(ctx for ctx in range(1, 1025)
+                     if critical_decode_batch(cfg, DT, context=ctx, peak_flops=peak, bandwidth=bw) is None)
+value("ctx_none_from", no_batch_from)
+sanity("crit_grows_with_context", crit[32] < crit[64] and crit[128] is None,
+       operands=(crit[32], crit[64]))
+terms = decode_terms(cfg, DT, context=L, peak_flops=peak, bandwidth=bw)
+value("terms_weights_us", terms.weights_s * 1e6)
+value("terms_per_seq_us", terms.bytes_per_seq_s * 1e6)
+value("terms_per_seq_flops_us", terms.flops_per_seq_s * 1e6)
+value("terms_ratio", terms.per_seq_ratio)
+w_i1, att_i = part_intensities(cfg, DT, batch=1, context=L)
+value("attn_intensity", att_i)
+value("weights_intensity_1", w_i1)
+cross = next(b for b in range(1, 10_000) if part_intensities(cfg, DT, batch=b, context=L)[0] >= ridge)
+value("weights_cross_batch", cross)
+w_before = part_intensities(cfg, DT, batch=cross - 1, context=L)[0]
+sanity("weights_cross_there", w_before < ridge <= part_intensities(cfg, DT, batch=cross, context=L)[0],
+       "the weight matmuls' intensity grows with the batch and crosses the ridge there", operands=(w_before, ridge))
+att_big = part_intensities(cfg, DT, batch=cross, context=L)[1]
+sanity("attention_flat", att_big == att_i and att_i < ridge, "attention's intensity does not move with the batch",
+       operands=(att_big, att_i))
 value("gqa_factor", cfg.heads // cfg.n_kv_heads)
 value(
     "dec8_gain",
@@ -122,6 +151,9 @@ value("pre_bound_us", pre_t * 1e6)
 value("pre_over_decode", pre_t / step_time_bound(one, peak, bw))
 t_cross = next(t for t in range(1, cfg.max_seq + 1) if prefill_cost(cfg, DT, prompt_len=t).intensity >= ridge)
 value("prefill_crossover", t_cross)
+below = prefill_cost(cfg, DT, prompt_len=t_cross - 1).intensity
+sanity("prefill_crosses_there", below < ridge <= prefill_cost(cfg, DT, prompt_len=t_cross).intensity,
+       operands=(below, ridge))
 print(
     f"\nprefill, T={T}: {pre.flops / 1e9:.1f} GFLOP, {pre.bytes / 1e6:.1f} MB, {pre.intensity:.0f} FLOP/B, "
     f">= {pre_t * 1e6:.1f} us ({pre_t / step_time_bound(one, peak, bw):.2f} decode steps)"
@@ -144,9 +176,10 @@ print("\n--- measured here ---")
 ccfg = preset("cpu").model
 dev = torch.device("cpu")
 cpu_peak = matmul_flops(dev, torch.float32, n=1024, repeats=5)
-cpu_bw = copy_bandwidth(dev, nbytes=64 * 2**20, repeats=5)
+COPY_MIB = 64
+cpu_bw = copy_bandwidth(dev, nbytes=COPY_MIB * 2**20, repeats=5)
 print(
-    f"this CPU, one thread: {cpu_peak / 1e9:.1f} GFLOP/s (1024^3 matmul), {cpu_bw / 1e9:.1f} GB/s (copy); "
+    f"this CPU, one thread: {cpu_peak / 1e9:.1f} GFLOP/s (square matmul), {cpu_bw / 1e9:.1f} GB/s (copy); "
     f"ridge {cpu_peak / cpu_bw:.1f} FLOP/B"
 )
 CL = 128
@@ -178,6 +211,9 @@ for b in batches:
 print(bars(rows, unit=" ms"))
 crit_cpu = critical_decode_batch(ccfg, "fp32", context=CL, peak_flops=cpu_peak, bandwidth=cpu_bw)
 print(f"smallest compute-bound decode batch on this CPU at L={CL}: {crit_cpu}")
-value("cpu_batch_big", 16)
-gain = value("cpu_gain_16", (16 / measured[16]) / (1 / measured[1]))
-print(f"B=16 delivers {gain:.1f}x the tokens/s of B=1")
+big = value("cpu_batch_big", batches[-1])
+gain = value("cpu_gain_16", (big / measured[big]) / (1 / measured[1]))
+value("cpu_crit", crit_cpu if crit_cpu is not None else 10**6)
+value("cpu_weights_mb", weight_bytes(ccfg, "fp32") / 1e6)
+value("cpu_copy_mib", COPY_MIB, fixed="the size of the copy that measures the bandwidth ceiling")
+print(f"B={big} delivers {gain:.1f}x the tokens/s of B=1")

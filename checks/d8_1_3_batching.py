@@ -143,6 +143,8 @@ sanity(
     "a static step holds more rows (padding included) than a continuous one",
     operands=(rows_by_mode["static"] / steps_by_mode["static"], rows_by_mode["continuous"] / steps_by_mode["continuous"]),
 )
+sanity("continuous_ttft_lower", res["static"]["ttft"]["p50"] > res["continuous"]["ttft"]["p50"],
+       operands=(res["static"]["ttft"]["p50"], res["continuous"]["ttft"]["p50"]))
 sanity(
     "continuous_tpot_higher",
     res["continuous"]["tpot"]["p50"] > res["static"]["tpot"]["p50"],
@@ -180,6 +182,8 @@ best_n = value("best_goodput_n", max(sweep, key=lambda n: sweep[n]["goodput"]))
 gain = value("tok_gain_lim", sweep[SWEEP_BATCH]["token_throughput"] / sweep[1]["token_throughput"])
 tcost = value("tpot_cost_lim", sweep[SWEEP_BATCH]["tpot"]["p50"] / sweep[1]["tpot"]["p50"])
 sanity("gain_beats_cost", gain > tcost, "throughput grows faster than TPOT up to the limit", operands=(gain, tcost))
+good_gain = sweep[SWEEP_BATCH]["goodput"] / sweep[1]["goodput"]
+sanity("goodput_lags", good_gain < gain, operands=(good_gain, gain))
 hi = 2 * SWEEP_BATCH
 sanity(
     "throughput_flat_past_limit",
@@ -357,6 +361,7 @@ prompts = [list(r.prompt) for r in real[:MAX_BATCH]]
 STEPS = given("inv_steps", 24)
 inv = batch_invariance(model, prompts[0], prompts[1:], STEPS)
 diff = value("fp32_logit_diff", inv.max_abs_logit_diff)
+sanity("logits_differ", diff > 0, "the batch changes the reduction order, so the logits move", operands=(diff, 0.0))
 seqs = [p + generate(model, p, STEPS)[:-1] for p in prompts]
 head = model.lm_head
 model.lm_head = torch.eye(pc.model.d_model)  # the final hidden states instead of the logits

@@ -13,10 +13,10 @@ import matplotlib
 
 from numbook.check import figure, given, sanity, value
 from servebench import kv_cache_bytes, param_count, preset, run_report, weight_bytes
+from servebench.plotting import GREY, finish, new_figure
 from servebench.textplot import bars, scatter
 
 matplotlib.use("Agg")  # no display: figures are written as SVG into the result
-import matplotlib.pyplot as plt  # noqa: E402
 
 cfg = preset(given("config", "cpu"))
 mc = cfg.model
@@ -84,23 +84,24 @@ print("prefill:")
 for p in steps["prefill"]:
     print(f"  T={p['prompt_len']:>3}: {p['time_s'] * 1e3:6.2f} ms (bound {p['bound_s'] * 1e3:5.2f} ms)")
 dec = {d["batch"]: d for d in steps["decode"]}
-fig, ax = plt.subplots(figsize=(6.4, 3.6))
+fig, ax = new_figure()
 bs = [d["batch"] for d in steps["decode"]]
 ax.plot(bs, [d["tokens_per_s"] for d in steps["decode"]], "o-", label="measured")
-ax.plot(bs, [d["batch"] / d["bound_s"] for d in steps["decode"]], "k--", label="roofline bound (measured ceilings)")
+ax.plot(bs, [d["batch"] / d["bound_s"] for d in steps["decode"]], "--", color=GREY, label="roofline (measured ceilings)")
 ax.set(xscale="log", yscale="log", xlabel="decode batch size B", ylabel="output tokens/s",
-       title=f"Decode throughput, context {cfg.decode_context}, {env['device']}")
+       title=f"Decode throughput, context {cfg.decode_context}")
 ax.set_xticks(bs, [str(b) for b in bs])
 ax.grid(alpha=0.3)
 ax.legend()
-figure("decode_roofline", fig, "Decode throughput against batch size, measured (dots) and the roofline bound "
+figure("decode_roofline", finish(fig), "Decode throughput against batch size, measured (dots) and the roofline bound "
        "from bytes and FLOPs per step over the measured copy bandwidth and matmul rate (dashed).")
 value("decode_gain_8", dec[8]["tokens_per_s"] / dec[1]["tokens_per_s"])
 value("decode_batch_hi", 8)
 value("decode_batch_max", max(cfg.decode_batches))
 
 # --- serving runs -----------------------------------------------------------------------------------
-print(f"\n{'run':<26}{'req/s':>7}{'tok/s':>8}{'TTFT p50':>9}{'p99':>8}{'TPOT p50':>9}{'p99':>7}{'goodput':>8}   (ms)")
+print(f"\n{'run':<20}{'req/s':>6}{'tok/s':>7}{'TTFT p50':>9}{'p95':>7}{'p99':>8}{'TPOT p50':>9}{'p95':>6}{'p99':>7}"
+      f"{'SLO met':>8}{'goodput':>8}   (ms)")
 runs = {}
 for run in r["runs"]:
     mt = run["metrics"]
@@ -108,11 +109,21 @@ for run in r["runs"]:
     runs[key] = mt
     label = f"{run['mode']} " + (f"N={run['concurrency']}" if run["workload"] == "closed" else f"{run['rate']:g}/s")
     print(
-        f"{label:<26}{mt['request_throughput']:7.1f}{mt['token_throughput']:8.0f}{mt['ttft']['p50'] * 1e3:9.1f}"
-        f"{mt['ttft']['p99'] * 1e3:8.1f}{mt['tpot']['p50'] * 1e3:9.2f}{mt['tpot']['p99'] * 1e3:7.2f}"
-        f"{mt['goodput']:8.1f}"
+        f"{label:<20}{mt['request_throughput']:6.1f}{mt['token_throughput']:7.0f}{mt['ttft']['p50'] * 1e3:9.1f}"
+        f"{mt['ttft']['p95'] * 1e3:7.1f}{mt['ttft']['p99'] * 1e3:8.1f}{mt['tpot']['p50'] * 1e3:9.2f}"
+        f"{mt['tpot']['p95'] * 1e3:6.2f}{mt['tpot']['p99'] * 1e3:7.2f}{mt['slo_attainment']:8.0%}{mt['goodput']:8.1f}"
     )
     sanity(f"complete_{key.replace('.', '_')}", mt["n_requests"] == cfg.n_requests)
+rates = sorted(cfg.poisson_rates)
+capacity = max(v["request_throughput"] for k, v in runs.items() if k.startswith("continuous_c"))
+value("rate_lo", rates[0])
+value("rate_hi", rates[-1])
+value("rate_lo_over_capacity", rates[0] / capacity)
+value("rate_hi_over_capacity", rates[-1] / capacity)
+TARGET = given("goodput_target", 0.9)
+met = [rt for rt in rates if runs[f"poisson_{rt:g}"]["slo_attainment"] >= TARGET]
+print(f"\nclosed-loop capacity {capacity:.1f} req/s; DistServe goodput over the tested rates "
+      f"(highest with {TARGET:.0%} within both SLOs): {max(met) if met else 'none'} req/s")
 c = cfg.static_concurrency
 value("ttft_static_over_cont", runs[f"static_c{c}"]["ttft"]["p50"] / runs[f"continuous_c{c}"]["ttft"]["p50"])
 sweep = sorted((int(k.split("_c")[1]), v) for k, v in runs.items() if k.startswith("continuous_c"))
@@ -124,7 +135,7 @@ print(
         ylabel="TPOT p50, ms",
     )
 )
-fig, (a1, a2) = plt.subplots(1, 2, figsize=(8, 3.4))
+fig, (a1, a2) = new_figure(2)
 ns = [n for n, _ in sweep]
 for key, axis, name in (("ttft", a1, "TTFT"), ("tpot", a2, "TPOT")):
     for pct, style in (("p50", "o-"), ("p95", "s--")):
@@ -133,16 +144,15 @@ for key, axis, name in (("ttft", a1, "TTFT"), ("tpot", a2, "TPOT")):
     axis.set_xticks(ns, [str(n) for n in ns])
     axis.grid(alpha=0.3)
     axis.legend()
-fig.tight_layout()
-figure("latency_vs_concurrency", fig, "Median and 95th-percentile TTFT and TPOT against the number of concurrent "
+figure("latency_vs_concurrency", finish(fig), "Median and 95th-percentile TTFT and TPOT against the number of concurrent "
        "clients under continuous batching (percentiles by linear interpolation).")
-fig, ax = plt.subplots(figsize=(6.4, 3.4))
+fig, ax = new_figure()
 ax.plot(ns, [v["token_throughput"] for _, v in sweep], "o-", label="output tokens/s")
 ax.set(xscale="log", xlabel="concurrent clients N (continuous batching)", ylabel="output tokens/s",
        title="Throughput against concurrency")
 ax.set_xticks(ns, [str(n) for n in ns])
 ax.grid(alpha=0.3)
-figure("throughput_vs_concurrency", fig, "Output-token throughput against the number of concurrent clients.")
+figure("throughput_vs_concurrency", finish(fig), "Output-token throughput against the number of concurrent clients.")
 value("sweep_lo", sweep[0][0])
 value("sweep_hi", sweep[-1][0])
 value("tpot_rises", sweep[-1][1]["tpot"]["p50"] / sweep[0][1]["tpot"]["p50"])

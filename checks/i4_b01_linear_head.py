@@ -77,8 +77,10 @@ sanity("matches_einsum", diff < 1e-4, "logits[n, v] = sum_k h[n, k] * W[v, k]",
 # each position's logits depend only on that position: run the first 64 positions of sequence 0 alone
 with torch.no_grad():
     alone = head(h[:1, :64])
-d_alone = value("alone_maxdiff", (alone - logits[:1, :64]).abs().max().item())
+d_alone = (alone - logits[:1, :64]).abs().max().item()
+ALONE = "a row depends only on its own hidden vector, so a sub-batch reproduces it bit for bit: zero at every size"
 value("alone_positions", alone.shape[1], fixed="the size of the sub-batch the check runs alone")
+value("alone_maxdiff", d_alone, fixed=ALONE)
 row("max |head(h[:1, :64]) - logits[:1, :64]|", f"{d_alone:.2e}", w=42, cw=4)
 sanity("rows_independent", d_alone < 1e-4, "a sub-batch gives the same logits for its positions",
        operands=(alone.sum().item(), logits[:1, :64].sum().item()))

@@ -18,8 +18,14 @@ V = given("V", 32_000)
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 C = 7          # index of the target class in every row (any index would do)
 RIVAL = 3      # index of the wrong class that row B makes confident
-PROBE = "a probe point the check chooses, stored exactly in the format; the sanities test which side of the line it lies"
+PROBE = ("a probe point the check chooses, stored exactly in the format; "
+         "the sanities test which side of the line it lies")
 DTYPE = "a property of the format, read from torch.finfo / torch.nextafter"
+COUNT = "a count over the check's fixed probe list in fixed formats"
+ATPROBE = ("the result at a fixed probe, rounded to the format: "
+           "one token more in |V| moves it less than the format's spacing")
+LINE = "found by bisection; a property of the format (|V| enters as (|V|-1)e^{-s}, below what the bisection resolves)"
+SAME = "two computations of the same sums in the same order: equal at every size"
 
 
 def row(label, *cells, w=12, cw=14):
@@ -147,7 +153,8 @@ others = value("others", V - 1)
 room = value("room_fp16", lim["fp16"]["max"] - others)
 pred_fp16 = value("pred_sum_overflow_fp16", math.log(room))
 print(f"\nStep 2: row A (target logit s, the other {others:,} logits 0)")
-print(f"  fp16 denominator = {others:,} + e^s passes {lim['fp16']['max']:,.0f} at s = ln({room:,.0f}) = {pred_fp16:.4f}")
+print(f"  fp16 denominator = {others:,} + e^s passes {lim['fp16']['max']:,.0f}"
+      f" at s = ln({room:,.0f}) = {pred_fp16:.4f}")
 
 
 def naive_a_finite(x, dt=torch.float16):
@@ -157,8 +164,8 @@ def naive_a_finite(x, dt=torch.float16):
 
 
 sA_ok, sA_bad = bisect_stored(naive_a_finite, 0.0, 20.0, torch.float16)
-value("sA_line_ok_fp16", sA_ok)                   # stored fp16 values: exact
-value("sA_line_fp16", sA_bad)
+value("sA_line_ok_fp16", sA_ok, fixed=LINE)                   # stored fp16 values: exact
+value("sA_line_fp16", sA_bad, fixed=LINE)
 print(f"  bisection on the naive fp16 loss: finite at s = {sA_ok}, not finite from s = {sA_bad}")
 sanity("fp16_pred_brackets", sA_ok < pred_fp16 <= sA_bad,
        "ln(65504 - (|V|-1)) lies between the last stored s with a finite naive loss and the first without",
@@ -184,12 +191,13 @@ value("sA_fp16_ok", 10.375, fixed=PROBE)
 value("sA_fp16", 10.5, fixed=PROBE)
 value("sA_fp16_both", 11.125, fixed=PROBE)
 r = res_a[("fp16", 10.5)]
-value("exp_sA_fp16", torch.tensor(r["exp"], dtype=torch.float16), fixed="exp(10.5) in fp16: the probe and the format fix it")
-value("psum_sA_fp16", r["psum"])
+value("exp_sA_fp16", torch.tensor(r["exp"], dtype=torch.float16),
+      fixed="exp(10.5) in fp16: the probe and the format fix it")
+value("psum_sA_fp16", r["psum"], fixed=ATPROBE)
 value("ref_sA_fp16", r["ref"])
 value("ref_sA_fp16_ok", res_a[("fp16", 10.375)]["ref"])
-value("naive_sA_fp16_ok", torch.tensor(res_a[("fp16", 10.375)]["naive"], dtype=torch.float16))
-value("stable_sA_fp16_ok", torch.tensor(res_a[("fp16", 10.375)]["stable"], dtype=torch.float16))
+value("naive_sA_fp16_ok", torch.tensor(res_a[("fp16", 10.375)]["naive"], dtype=torch.float16), fixed=ATPROBE)
+value("stable_sA_fp16_ok", torch.tensor(res_a[("fp16", 10.375)]["stable"], dtype=torch.float16), fixed=ATPROBE)
 value("ce_sA_fp16_ok", torch.tensor(res_a[("fp16", 10.375)]["ce"], dtype=torch.float16))
 sanity("fp16_sum_first", math.isfinite(r["exp"]) and r["denom"] == math.inf and r["naive"] == math.inf
        and r["psum"] == 0.0, "at s = 10.5 in fp16 exp(s) is finite, the sum is inf, every p is 0, the loss inf")
@@ -207,7 +215,7 @@ for name, dt in DTYPES.items():
     g_ok, g_bad = bisect_gap(lambda z: math.isfinite(shifted_softmax_then_log(z)[1].item()), 1.0, 200.0, dt)
     fail[name] = g_bad
     exact = math.log(2 / lim[name]["subn"] - (V - 1))     # p_c = 1 / (e^s + |V| - 1) < subnormal / 2
-    value(f"sB_fail_{name}", g_bad)
+    value(f"sB_fail_{name}", g_bad, fixed=LINE)
     row(name, f"{g_ok:.5f}", f"{g_bad:.5f}", f"{lim[name]['ln_half_subn']:.5f}", f"{exact:.5f}", w=6, cw=20)
     sanity(f"fail_line_{name}", abs(g_bad - lim[name]["ln_half_subn"]) < 0.01 and abs(g_bad - exact) < 0.005,
            f"{name}: the bisection finds the loss infinite from -ln(subnormal / 2), to within 0.01",
@@ -229,8 +237,8 @@ for name, s in cases_b:
     row(name, s, fmt(r["pc"]), fmt(r["naive"]), fmt(r["stable"]), fmt(r["ce"]), fmt(lsm), f"{r['ref']:.4f}", w=6)
 
 value("sB_fp32_sub", 100.0, fixed=PROBE)
-value("naive_sB_fp32_sub", torch.tensor(res_b[("fp32", 100.0)]["naive"]))
-value("ref_sB_fp32_sub", res_b[("fp32", 100.0)]["ref"])
+value("naive_sB_fp32_sub", torch.tensor(res_b[("fp32", 100.0)]["naive"]), fixed=ATPROBE)
+value("ref_sB_fp32_sub", res_b[("fp32", 100.0)]["ref"], fixed=ATPROBE)
 sanity("subnormal_loses_bits", lim["fp32"]["ln_tiny"] < 100.0 < lim["fp32"]["ln_subn"]
        and abs(res_b[("fp32", 100.0)]["naive"] - res_b[("fp32", 100.0)]["ref"]) > 1e-3,
        "at s = 100 in fp32 p_c is subnormal and -log p_c is off by more than fp32 rounding",
@@ -240,11 +248,11 @@ for name, s_mid, s_past in [("fp32", 103.5, 110.0), ("fp16", 17.0, 18.0), ("bf16
     mid, past = res_b[(name, s_mid)], res_b[(name, s_past)]
     value(f"sB_mid_{name}", s_mid, fixed=PROBE)
     value(f"sB_{name}", s_past, fixed=PROBE)
-    value(f"pc_mid_{name}", torch.tensor(mid["pc"], dtype=dt))
-    value(f"naive_mid_{name}", torch.tensor(mid["naive"], dtype=dt))
-    value(f"ref_mid_{name}", mid["ref"])
-    value(f"naive_sB_{name}_pc", past["pc"])
-    value(f"ref_sB_{name}", past["ref"])
+    value(f"pc_mid_{name}", torch.tensor(mid["pc"], dtype=dt), fixed=ATPROBE)
+    value(f"naive_mid_{name}", torch.tensor(mid["naive"], dtype=dt), fixed=ATPROBE)
+    value(f"ref_mid_{name}", mid["ref"], fixed=ATPROBE if name != "fp16" else None)
+    value(f"naive_sB_{name}_pc", past["pc"], fixed=ATPROBE)
+    value(f"ref_sB_{name}", past["ref"], fixed=ATPROBE if name != "fp16" else None)
     sanity(f"between_{name}", lim[name]["ln_subn"] < s_mid < fail[name] and mid["pc"] == lim[name]["subn"]
            and math.isfinite(mid["naive"]) and mid["ref"] - mid["naive"] > 0.1,
            f"{name}, s = {s_mid}, between the two lines: p_c is the smallest subnormal, -log p_c finite but too small",
@@ -263,18 +271,19 @@ for (name, s), r in list(res_a.items()) + list(res_b.items()):
            f"{name}, s = {s}: the log-sum-exp loss and F.cross_entropy are finite and match fp64",
            operands=(r["stable"], r["ref"]))
 value("worst_err_in_tolerances", worst)
-n_cases = value("n_cases", len(res_a) + len(res_b))
-n_exp_bad_a = value("n_exp_bad_a", sum(not math.isfinite(r["naive"]) for r in res_a.values()))
-n_sm_bad_b = value("n_softmax_bad_b", sum(not math.isfinite(r["naive"]) for r in res_b.values()))
+n_cases = value("n_cases", len(res_a) + len(res_b), fixed=COUNT)
+n_exp_bad_a = value("n_exp_bad_a", sum(not math.isfinite(r["naive"]) for r in res_a.values()), fixed=COUNT)
+n_sm_bad_b = value("n_softmax_bad_b", sum(not math.isfinite(r["naive"]) for r in res_b.values()), fixed=COUNT)
 n_sm_wrong_b = value("n_softmax_wrong_b", sum(math.isfinite(r["naive"]) and abs(r["naive"] - r["ref"]) > 0.1
-                                              for r in res_b.values()))
-n_prob_bad = value("n_naive_bad", n_exp_bad_a + n_sm_bad_b)
+                                              for r in res_b.values()), fixed=COUNT)
+n_prob_bad = value("n_naive_bad", n_exp_bad_a + n_sm_bad_b, fixed=COUNT)
 value("n_rows_b", len(res_b))
-n_exp_bad_b = value("n_exp_bad_b", sum(not math.isfinite(r["exp_naive"]) for r in res_b.values()))
-value("n_exp_bad_all", n_exp_bad_a + n_exp_bad_b)
+n_exp_bad_b = value("n_exp_bad_b", sum(not math.isfinite(r["exp_naive"]) for r in res_b.values()), fixed=COUNT)
+value("n_exp_bad_all", n_exp_bad_a + n_exp_bad_b, fixed=COUNT)
 sanity("exp_fails_all_b", n_exp_bad_b == len(cases_b), "exp/sum/divide is not finite at any probe of row B",
        operands=(n_exp_bad_b, len(cases_b)))
-n_stable_bad = value("n_stable_bad", sum(not math.isfinite(r["stable"]) for r in [*res_a.values(), *res_b.values()]))
+n_stable_bad = value("n_stable_bad", sum(not math.isfinite(r["stable"]) for r in [*res_a.values(), *res_b.values()]),
+                     fixed=COUNT)
 print(f"\n  {n_cases} probes: exp/sum/divide fails at {n_exp_bad_a} of row A and {n_exp_bad_b} of row B; "
       f"softmax-then-log returns inf at {n_sm_bad_b} of row B and a wrong finite value at {n_sm_wrong_b}; "
       f"log-sum-exp fails at {n_stable_bad}")
@@ -289,7 +298,8 @@ naive_loss(za)[2].backward()
 value("naive_grad_nan", int(za.grad.isnan().sum()))
 zc = row_a(S_GRAD, torch.float32).requires_grad_(True)
 F.cross_entropy(zc[None], torch.tensor([C])).backward()
-value("ce_grad_nan", int(zc.grad.isnan().sum()))
+value("ce_grad_nan", int(zc.grad.isnan().sum()),
+      fixed="F.cross_entropy's backward never forms a probability: no nan at any size")
 print(f"  row A, fp32, s = {S_GRAD}: nan gradient entries, naive {int(za.grad.isnan().sum()):,}, "
       f"F.cross_entropy {int(zc.grad.isnan().sum()):,}")
 sanity("naive_grad_poisoned", int(za.grad.isnan().sum()) == V and int(zc.grad.isnan().sum()) == 0,
@@ -307,14 +317,15 @@ m = zb.max(dim=-1, keepdim=True).values
 lse_hand = (m + torch.log(torch.exp(zb - m).sum(dim=-1, keepdim=True))).squeeze(1)
 lse_torch = torch.logsumexp(zb, dim=-1)
 value("batch_rows", zb.shape[0], fixed="the number of rows the check draws")
-d_lse = value("lse_hand_vs_torch", (lse_hand - lse_torch).abs().max())
+d_lse = value("lse_hand_vs_torch", (lse_hand - lse_torch).abs().max(), fixed=SAME)
 ce_hand = (lse_hand - zb[:, C]).mean()
 ce_torch = F.cross_entropy(zb, torch.full((zb.shape[0],), C))
-value("ce_hand_vs_torch", (ce_hand - ce_torch).abs())
+value("ce_hand_vs_torch", (ce_hand - ce_torch).abs(), fixed=SAME)
 naive_rows = [naive_loss(r)[2].item() for r in zb]
-n_naive_rows_bad = value("naive_batch_rows_nonfinite", sum(not math.isfinite(x) for x in naive_rows))
+n_naive_rows_bad = value("naive_batch_rows_nonfinite", sum(not math.isfinite(x) for x in naive_rows), fixed=COUNT)
 min_target = zb[:, C].min().item()
-print(f"\nStep 4: {zb.shape[0]} fp32 rows, logits N(0, {SD ** 2:g}) with the target pushed up by {shift:g} (max {zb.max().item():.1f})")
+print(f"\nStep 4: {zb.shape[0]} fp32 rows, logits N(0, {SD ** 2:g}) with the target pushed up by {shift:g}"
+      f" (max {zb.max().item():.1f})")
 row("max |hand lse - torch.logsumexp|", f"{d_lse.item():.2e}", w=44)
 row("|hand CE - F.cross_entropy|", f"{(ce_hand - ce_torch).abs().item():.2e}", w=44)
 row("smallest target logit", f"{min_target:.1f}", w=44)
@@ -337,7 +348,7 @@ v_fp32 = F.cross_entropy(z0.float(), torch.tensor([0]))
 v_sum32 = z0.float().exp().sum().item()                  # the same sum, in a format that holds it
 value("v_ln_V2", math.log(V2))
 value("v_fp32", v_fp32)
-value("v_softmax_p", v_sm)
+value("v_softmax_p", v_sm, fixed=ATPROBE)
 value("v_one_over_V2", 1 / V2)
 
 
@@ -351,9 +362,9 @@ def first_nonfinite(f, lo=1_000, hi=300_000):
 
 n_ce = value("first_bad_V_ce_fp16",
              first_nonfinite(lambda n: F.cross_entropy(torch.zeros(1, n, dtype=torch.float16),
-                                                       torch.tensor([0])).item()))
+                                                       torch.tensor([0])).item()), fixed=LINE)
 n_lse = value("first_bad_V_lse_fp16",
-              first_nonfinite(lambda n: torch.logsumexp(torch.zeros(n, dtype=torch.float16), 0).item()))
+              first_nonfinite(lambda n: torch.logsumexp(torch.zeros(n, dtype=torch.float16), 0).item()), fixed=LINE)
 fp16_max = lim["fp16"]["max"]
 half_step = (fp16_max - torch.nextafter(torch.tensor(fp16_max, dtype=torch.float16),
                                         torch.tensor(0.0, dtype=torch.float16)).item()) / 2
@@ -370,7 +381,8 @@ row("first |V| where fp16 cross_entropy is inf", f"{n_ce:,}", w=44)
 row("first |V| where fp16 logsumexp is inf", f"{n_lse:,}", w=44)
 row("fp16 max + half its spacing", f"{fp16_max + half_step:,.0f}", w=44)
 sanity("variation_fp16_fails", v_naive == math.inf and v_lse == math.inf and v_ce == math.inf
-       and v_sum32 > fp16_max, "the fp32 sum |V| exceeds fp16's max: the sum, logsumexp and cross_entropy are inf in fp16",
+       and v_sum32 > fp16_max,
+       "the fp32 sum |V| exceeds fp16's max: the sum, logsumexp and cross_entropy are inf in fp16",
        operands=(v_sum32, fp16_max))
 sanity("variation_fp32_ok", abs(v_fp32.item() - math.log(V2)) < 1e-4, "in fp32 the loss is ln|V|",
        operands=(v_fp32.item(), math.log(V2)))

@@ -6,6 +6,7 @@ ignore_index; and the all-ignored batch, whose loss is nan, with the gradients t
 F.cross_entropy and a hand-written masked mean send back, and an optimiser step taken on them.
 """
 
+import inspect
 import math
 
 import torch
@@ -23,7 +24,9 @@ T = given("T", 512)
 V = given("V", 32_000)
 lengths = given("lengths", (512, 463, 402, 364))
 PAD_ID = given("pad_id", 0)               # the tokenizer's padding token id
-IGNORE = given("ignore_index", -100)      # PyTorch's default
+# PyTorch's default ignore_index, read from the signature of F.cross_entropy
+IGNORE = value("ignore_index", inspect.signature(F.cross_entropy).parameters["ignore_index"].default,
+               fixed="PyTorch's default ignore_index, read from the signature of F.cross_entropy")
 W_HI = given("w_hi", 2.0)                 # class weight of the upper half of the vocabulary
 N = value("N", B * T)
 
@@ -143,24 +146,25 @@ for name, fn in cases.items():
     res[name] = head_and_grad(fn)
     loss, gnan, gabs, wnan, numel = res[name]
     row(name, f"{loss}", f"{gnan:,}", f"{gabs:.1f}", f"{wnan:,}", w=46)
+ZERO = "an all-ignored batch: a sum of nothing or a count of nan entries, zero at every size, which is the finding"
 numel = value("head_params", res["F.cross_entropy, mean"][4])
 ce_mean = res["F.cross_entropy, mean"]
 hand = res["every position, masked / mask.sum()"]
 fixed = res["every position, / mask.sum().clamp(min=1)"]
 none_r = res["reduction='none', masked / mask.sum()"]
-value("empty_none_nan_grads", none_r[1])
-value("empty_none_nan_weights", none_r[3])
+value("empty_none_nan_grads", none_r[1], fixed=ZERO)
+value("empty_none_nan_weights", none_r[3], fixed=ZERO)
 value("empty_mean_is_nan", math.isnan(ce_mean[0]))
-value("empty_sum", res["F.cross_entropy, sum"][0])
-value("empty_sum_nan_grads", res["F.cross_entropy, sum"][1])
-value("empty_sum_nan_weights", res["F.cross_entropy, sum"][3])
-value("empty_fixed_nan_grads", fixed[1])
-value("empty_ce_nan_grads", ce_mean[1])
-value("empty_ce_nan_weights", ce_mean[3])
+value("empty_sum", res["F.cross_entropy, sum"][0], fixed=ZERO)
+value("empty_sum_nan_grads", res["F.cross_entropy, sum"][1], fixed=ZERO)
+value("empty_sum_nan_weights", res["F.cross_entropy, sum"][3], fixed=ZERO)
+value("empty_fixed_nan_grads", fixed[1], fixed=ZERO)
+value("empty_ce_nan_grads", ce_mean[1], fixed=ZERO)
+value("empty_ce_nan_weights", ce_mean[3], fixed=ZERO)
 value("empty_hand_nan_grads", hand[1])
 value("empty_hand_nan_weights", hand[3])
-value("empty_fixed_loss", fixed[0])
-value("empty_fixed_nan_weights", fixed[3])
+value("empty_fixed_loss", fixed[0], fixed=ZERO)
+value("empty_fixed_nan_weights", fixed[3], fixed=ZERO)
 sanity("empty_mean_nan", math.isnan(ce_mean[0]) and res["F.cross_entropy, sum"][0] == 0.0,
        "all ignored: mean is 0/0 = nan, sum is 0")
 sanity("empty_ce_grad_clean", ce_mean[1] == 0 and ce_mean[2] == 0.0 and ce_mean[3] == 0,

@@ -56,10 +56,15 @@ l_contract = -(q * logp).sum(-1)                                   # the contrac
 l_decomp = (1 - eps) * (-logp.gather(1, y[:, None]).squeeze(1)) + eps * (-logp.mean(-1))
 l_ls = F.cross_entropy(z, y, label_smoothing=eps, reduction="none")
 l_prob = F.cross_entropy(z, q, reduction="none")
+# the reference: the decomposition in fp64; each fp32 route is compared with it
+logp64 = torch.log_softmax(z.double(), dim=-1)
+l_ref64 = (1 - eps) * (-logp64.gather(1, y[:, None]).squeeze(1)) + eps * (-logp64.mean(-1))
+del logp64
 diffs = {
-    "label_smoothing= vs contraction": (l_ls - l_contract).abs().max().item(),
-    "probability targets vs contraction": (l_prob - l_contract).abs().max().item(),
-    "decomposition vs contraction": (l_decomp - l_contract).abs().max().item(),
+    "contraction vs fp64 reference": (l_contract.double() - l_ref64).abs().max().item(),
+    "decomposition vs fp64 reference": (l_decomp.double() - l_ref64).abs().max().item(),
+    "label_smoothing= vs fp64 reference": (l_ls.double() - l_ref64).abs().max().item(),
+    "probability targets vs fp64 reference": (l_prob.double() - l_ref64).abs().max().item(),
 }
 value("max_diff_routes", max(diffs.values()))
 value("loss_smoothed", l_ls.mean().item())
@@ -96,7 +101,7 @@ sanity("prob_two_tensors",
 q_on = 1 - eps + eps / V
 H = -(q_on * math.log(q_on) + (V - 1) * (eps / V) * math.log(eps / V))
 value("entropy_q", H)
-z_opt = torch.log(q[:8])                                    # logits equal to log q: p = q
+z_opt = torch.log(q[:8].double())                           # logits equal to log q: p = q (fp64)
 at_opt = F.cross_entropy(z_opt, y[:8], label_smoothing=eps).item()
 value("loss_at_q", at_opt)
 

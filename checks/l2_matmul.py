@@ -26,7 +26,7 @@ terms = " + ".join(f"{float(a):g} x {float(b):g}" for a, b in zip(x, w, strict=T
 print(f"by hand: {terms} = {by_hand:g}")
 print(f"torch.dot(x, w) = {dot.item()}  shape {tuple(dot.shape)}")
 value("dot", dot)
-value("dot_shape", dot.shape)
+value("dot_shape", dot.shape, fixed="a dot product of two vectors is a 0-d tensor: shape () by definition")
 value("dot_terms", x.numel(), fixed="the example's vectors have one entry per ticket feature: three by construction")
 try:
     torch.dot(x, w[:-1])
@@ -82,7 +82,9 @@ sanity("mismatch_raises", "cannot be multiplied" in message, "torch refuses a pr
 value("bad_t_shape", bad.T.shape)
 value("ok_after_transpose", product_shape(A, bad.T))
 print(f"{tuple(A.shape)} @ {tuple(bad.shape)}.T works: {product_shape(A, bad.T)}")
-sanity("a_times_a_raises", "cannot be multiplied" in product_shape(A, A), "a non-square matrix times itself is undefined")
+# A times itself is defined only when A is square (m == k); the page's A is (4, 3).
+sanity("a_times_a_raises", ("cannot be multiplied" in str(product_shape(A, A))) == (m != k),
+       "a non-square matrix times itself is undefined")
 
 left, right = bad, A.T                              # the defined product of the second quick check
 value("quiz_left", left.shape)

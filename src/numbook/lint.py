@@ -40,8 +40,12 @@ def used_checks(entry: Entry) -> set[str]:
         spans = code_spans(ln.text)
         for m in CLAIM.finditer(ln.text):
             ref = (m.group("ref") or "").partition("±")[0].strip()
-            if ":" in ref and not any(a <= m.start() < b for a, b in spans):
+            if any(a <= m.start() < b for a, b in spans):
+                continue
+            if ":" in ref:
                 used.add(check_file_name(ref.split(":", 1)[0]))
+            if m.group("scheck"):
+                used.add(check_file_name(m.group("scheck")))
     return used
 
 

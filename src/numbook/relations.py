@@ -39,7 +39,7 @@ RELATION_WORDS = (
 _WORD = re.compile(r"[A-Za-z][A-Za-z'’-]*")
 _CLAIM = re.compile(r"\[\[(?P<body>[^\]]*(?:\][^\]]+)?)\]\]")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`$(]|\[\[(?!sanity:|relation:))")
-_MARKERS_ONLY = re.compile(r"^\s*(?:\[\[(?:sanity:\w+|relation:none\|[^\]]+)\]\]\s*)+$")
+_MARKERS_ONLY = re.compile(r"^\s*(?:\[\[(?:sanity:[\w:./-]+|relation:none\|[^\]]+)\]\]\s*)+$")
 ALLOW = re.compile(r"\[\[relation:none\|(?P<why>[^\]]+)\]\]")
 _RELATION = {w.lower() for w in RELATION_WORDS}
 

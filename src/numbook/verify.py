@@ -32,7 +32,7 @@ __all__ = ["PageContext", "PageReport", "Record", "RecordKind", "verify_page", "
            "section_faults", "unbound_numbers"]
 
 CLAIM = re.compile(
-    r"\[\[(?:sanity:(?P<sanity>[A-Za-z_]\w*)|figure:(?P<figure>[A-Za-z_]\w*)|relation:none\|(?P<why>[^\]]+)"
+    r"\[\[(?:sanity:(?:(?P<scheck>[A-Za-z_][\w./-]*):)?(?P<sanity>[A-Za-z_]\w*)|figure:(?P<figure>[A-Za-z_]\w*)|relation:none\|(?P<why>[^\]]+)"
     r"|(?P<lit>[^\]|]+(?:\][^\]|]*)?)\|(?P<ref>[^\]]+))\]\]"
 )
 FREE = "free"
@@ -214,7 +214,8 @@ class _Verifier:
     def marker(self, m: re.Match[str], row: int, line: int, section: str, math: bool) -> Record:
         at: dict[str, Any] = {"row": row, "start": m.start(), "end": m.end(), "line": line, "math": math}
         if m.group("sanity"):
-            return self.sanity(m.group("sanity"), at)
+            other = m.group("scheck")
+            return self.sanity(m.group("sanity"), at, check_file_name(other) if other else None)
         if m.group("figure"):
             return self.figure(m.group("figure"), at)
         if m.group("why") is not None:
@@ -296,8 +297,9 @@ class _Verifier:
             self.error(line, f"claim '{name}' is written with {sig} significant digits, but {res.check} computed "
                              f"it in {dtype}, which carries about {digits}: round it")
 
-    def sanity(self, name: str, at: dict[str, Any]) -> Record:
-        res = self.result_for(self.ctx.check, at["line"])
+    def sanity(self, name: str, at: dict[str, Any], check: str | None = None) -> Record:
+        """A sanity marker: ``[[sanity:name]]`` for the page's check, ``[[sanity:other_check:name]]`` for another."""
+        res = self.result_for(check or self.ctx.check, at["line"])
         if res is None:
             return Record(RecordKind.UNVERIFIED, ok=False, **at)
         entry = res.sanity.get(name)

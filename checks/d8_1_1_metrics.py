@@ -89,14 +89,19 @@ for q in (50, 95, 99):
     lin = m.percentile(ttfts, q, "linear") / MS
     value(f"ttft_p{q}_nearest_ms", near)
     value(f"ttft_p{q}_linear_ms", lin)
-    print(f"  p{q}: nearest rank {near:6.1f}   linear {lin:6.1f}   LoadGen {m.percentile(ttfts, q, 'loadgen') / MS:6.1f}")
+    print(
+        f"  p{q}: nearest rank {near:6.1f}   linear {lin:6.1f}   LoadGen {m.percentile(ttfts, q, 'loadgen') / MS:6.1f}"
+    )
     lg = m.percentile(ttfts, q, "loadgen") / MS
     value(f"ttft_p{q}_loadgen_ms", lg)
 value("ttft_mean_ms", sum(ttfts) / len(ttfts) / MS)
 MIN_DURATION = fact("mlperf_min_duration_s", "mlperf_min_duration_s")
 value("trace_short_of_loadgen", MIN_DURATION / (m.span(trace)))
-sanity("loadgen_is_a_sample", all(m.percentile(ttfts, q, "loadgen") in ttfts for q in (50, 95, 99)),
-       "LoadGen's percentile, like nearest rank, is always a sample")
+sanity(
+    "loadgen_is_a_sample",
+    all(m.percentile(ttfts, q, "loadgen") in ttfts for q in (50, 95, 99)),
+    "LoadGen's percentile, like nearest rank, is always a sample",
+)
 value("ttft_n", len(ttfts))
 
 # --- weighting ---------------------------------------------------------------------------------
@@ -138,12 +143,18 @@ value("n_conventions", len(conventions))
 
 tpot_means = [scores[k]["tpot"]["mean"] for k in conventions]
 spread = value("tpot_spread", max(tpot_means) / min(tpot_means))
-sanity("spread_is_first_over_token", abs(spread - m.mean_tpot(trace, "token") ** -1 * scores["first"]["tpot"]["mean"]) < 1e-12,
-       "the widest pair is E2E/n per request against the token-weighted mean",
-       operands=(spread, scores["first"]["tpot"]["mean"] / m.mean_tpot(trace, "token")))
+sanity(
+    "spread_is_first_over_token",
+    abs(spread - m.mean_tpot(trace, "token") ** -1 * scores["first"]["tpot"]["mean"]) < 1e-12,
+    "the widest pair is E2E/n per request against the token-weighted mean",
+    operands=(spread, scores["first"]["tpot"]["mean"] / m.mean_tpot(trace, "token")),
+)
 sanity("first_moves_r4", m.tpot_with_first(r4) > m.tpot(r4), operands=(m.tpot_with_first(r4), m.tpot(r4)))
-sanity("chunk_itl_rises", scores["chunk"]["itl"]["mean"] > scores["book"]["itl"]["mean"],
-       operands=(scores["chunk"]["itl"]["mean"], scores["book"]["itl"]["mean"]))
+sanity(
+    "chunk_itl_rises",
+    scores["chunk"]["itl"]["mean"] > scores["book"]["itl"]["mean"],
+    operands=(scores["chunk"]["itl"]["mean"], scores["book"]["itl"]["mean"]),
+)
 print(f"\nthe largest 'mean TPOT' is {max(tpot_means) / min(tpot_means):.2f}x the smallest, on one trace")
 
 # --- all at t = 0: queueing counts in TTFT -----------------------------------------------------
@@ -154,9 +165,12 @@ value("burst_n", len(burst))
 value("burst_ttft_last_ms", burst_ttft[-1])
 value("burst_ttft_mean_ms", sum(burst_ttft) / len(burst_ttft))
 print(f"\n{len(burst)} requests at t = 0, one {PREFILL_MS} ms prefill at a time: TTFTs {burst_ttft} ms")
-sanity("burst_is_queueing", sum(burst_ttft) / len(burst_ttft) > PREFILL_MS,
-       "the mean TTFT exceeds every prefill: the rest is the queue",
-       operands=(sum(burst_ttft) / len(burst_ttft), PREFILL_MS))
+sanity(
+    "burst_is_queueing",
+    sum(burst_ttft) / len(burst_ttft) > PREFILL_MS,
+    "the mean TTFT exceeds every prefill: the rest is the queue",
+    operands=(sum(burst_ttft) / len(burst_ttft), PREFILL_MS),
+)
 
 sanity(
     "tpot_excludes_short",

@@ -17,10 +17,10 @@ from servebench import (
     critical_decode_batch,
     decode_cost,
     decode_terms,
-    part_intensities,
     kv_bytes_per_token,
     matmul_params,
     param_count,
+    part_intensities,
     prefill_cost,
     preset,
     ridge_point,
@@ -111,13 +111,17 @@ value("ctx_mid", 128)
 value("ctx_64", 64)
 value("kv_factor", KV_FACTOR, fixed="keys and values: two tensors per position, by definition")
 value("bf16_bytes", BF16_BYTES, fixed="bytes of one bf16 element")
-sanity("kv_over_half_at_64", decode_cost(cfg, DT, batch=64, context=L).bytes < 2 * 64 * L * kvb,
-       "at B = 64 the KV reads are more than half the bytes", operands=(64 * L * kvb / decode_cost(cfg, DT, batch=64, context=L).bytes, 0.5))
-no_batch_from = next(ctx for ctx in range(1, 1025)
-                     if critical_decode_batch(cfg, DT, context=ctx, peak_flops=peak, bandwidth=bw) is None)
+sanity(
+    "kv_over_half_at_64",
+    decode_cost(cfg, DT, batch=64, context=L).bytes < 2 * 64 * L * kvb,
+    "at B = 64 the KV reads are more than half the bytes",
+    operands=(64 * L * kvb / decode_cost(cfg, DT, batch=64, context=L).bytes, 0.5),
+)
+no_batch_from = next(
+    ctx for ctx in range(1, 1025) if critical_decode_batch(cfg, DT, context=ctx, peak_flops=peak, bandwidth=bw) is None
+)
 value("ctx_none_from", no_batch_from)
-sanity("crit_grows_with_context", crit[32] < crit[64] and crit[128] is None,
-       operands=(crit[32], crit[64]))
+sanity("crit_grows_with_context", crit[32] < crit[64] and crit[128] is None, operands=(crit[32], crit[64]))
 terms = decode_terms(cfg, DT, context=L, peak_flops=peak, bandwidth=bw)
 value("terms_weights_us", terms.weights_s * 1e6)
 value("terms_per_seq_us", terms.bytes_per_seq_s * 1e6)
@@ -129,11 +133,19 @@ value("weights_intensity_1", w_i1)
 cross = next(b for b in range(1, 10_000) if part_intensities(cfg, DT, batch=b, context=L)[0] >= ridge)
 value("weights_cross_batch", cross)
 w_before = part_intensities(cfg, DT, batch=cross - 1, context=L)[0]
-sanity("weights_cross_there", w_before < ridge <= part_intensities(cfg, DT, batch=cross, context=L)[0],
-       "the weight matmuls' intensity grows with the batch and crosses the ridge there", operands=(w_before, ridge))
+sanity(
+    "weights_cross_there",
+    w_before < ridge <= part_intensities(cfg, DT, batch=cross, context=L)[0],
+    "the weight matmuls' intensity grows with the batch and crosses the ridge there",
+    operands=(w_before, ridge),
+)
 att_big = part_intensities(cfg, DT, batch=cross, context=L)[1]
-sanity("attention_flat", att_big == att_i and att_i < ridge, "attention's intensity does not move with the batch",
-       operands=(att_big, att_i))
+sanity(
+    "attention_flat",
+    att_big == att_i and att_i < ridge,
+    "attention's intensity does not move with the batch",
+    operands=(att_big, att_i),
+)
 value("gqa_factor", cfg.heads // cfg.n_kv_heads)
 value(
     "dec8_gain",
@@ -152,8 +164,11 @@ value("pre_over_decode", pre_t / step_time_bound(one, peak, bw))
 t_cross = next(t for t in range(1, cfg.max_seq + 1) if prefill_cost(cfg, DT, prompt_len=t).intensity >= ridge)
 value("prefill_crossover", t_cross)
 below = prefill_cost(cfg, DT, prompt_len=t_cross - 1).intensity
-sanity("prefill_crosses_there", below < ridge <= prefill_cost(cfg, DT, prompt_len=t_cross).intensity,
-       operands=(below, ridge))
+sanity(
+    "prefill_crosses_there",
+    below < ridge <= prefill_cost(cfg, DT, prompt_len=t_cross).intensity,
+    operands=(below, ridge),
+)
 print(
     f"\nprefill, T={T}: {pre.flops / 1e9:.1f} GFLOP, {pre.bytes / 1e6:.1f} MB, {pre.intensity:.0f} FLOP/B, "
     f">= {pre_t * 1e6:.1f} us ({pre_t / step_time_bound(one, peak, bw):.2f} decode steps)"

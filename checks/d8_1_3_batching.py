@@ -9,8 +9,6 @@ on the real CPU-sized model, measured, with the conditions under which batching 
 greedy token, and where that breaks.
 """
 
-import dataclasses
-
 import matplotlib
 import torch
 
@@ -29,8 +27,8 @@ from servebench import (
     make_requests,
     max_sequences,
     param_count,
-    preset,
     prefill_cost,
+    preset,
     serve,
     simulate,
     weight_bytes,
@@ -54,7 +52,9 @@ MAXPOS = fact("llama3_8b_max_positions", "max_positions")
 PEAK = fact("h100_sxm_bf16_dense_tflops", "peak_tflops") * 1e12
 BW = fact("h100_sxm_hbm_tbs", "bw_tbs") * 1e12
 # A two-matrix MLP with as many weights as Llama 3's three-matrix SwiGLU: 3 * intermediate / 2 wide.
-cfg8 = ModelConfig(layers=LAYERS, d_model=D, heads=HEADS, kv_heads=KVH, vocab=VOCAB, max_seq=MAXPOS, ff_dim=3 * INTER // 2)
+cfg8 = ModelConfig(
+    layers=LAYERS, d_model=D, heads=HEADS, kv_heads=KVH, vocab=VOCAB, max_seq=MAXPOS, ff_dim=3 * INTER // 2
+)
 value("ff_dim", cfg8.d_ff)
 value("params_b", param_count(cfg8) / 1e9)
 cost = RooflineCost(cfg8, "bf16", PEAK, BW)
@@ -94,8 +94,14 @@ def score(trace, skip=WARM):
     """Throughput over the whole run; latency over the requests after the warm-up."""
     full = summarize(trace, ttft_slo=SLO_TTFT * MS, tpot_slo=SLO_TPOT * MS)
     steady = summarize(m.after_warmup(trace, skip), ttft_slo=SLO_TTFT * MS, tpot_slo=SLO_TPOT * MS)
-    return {**steady, "request_throughput": full["request_throughput"], "token_throughput": full["token_throughput"],
-            "goodput": full["goodput"], "slo_attainment": full["slo_attainment"], "n_output_tokens": full["n_output_tokens"]}
+    return {
+        **steady,
+        "request_throughput": full["request_throughput"],
+        "token_throughput": full["token_throughput"],
+        "goodput": full["goodput"],
+        "slo_attainment": full["slo_attainment"],
+        "n_output_tokens": full["n_output_tokens"],
+    }
 
 
 def row(label, s, extra=None):
@@ -103,11 +109,15 @@ def row(label, s, extra=None):
         f"{label:<12}{s['request_throughput']:7.2f}{s['token_throughput']:8.0f}"
         + "".join(f"{s['ttft'][p] / MS:8.1f}" for p in ("p50", "p95", "p99"))
         + "".join(f"{s['tpot'][p] / MS:7.2f}" for p in ("p50", "p95", "p99"))
-        + f"{s['goodput']:8.2f}" + (f"{extra:10.2f}" if extra is not None else "")
+        + f"{s['goodput']:8.2f}"
+        + (f"{extra:10.2f}" if extra is not None else "")
     )
 
 
-HEAD = f"{'':<12}{'req/s':>7}{'tok/s':>8}{'TTFT p50':>9}{'p95':>7}{'p99':>8}{'TPOT p50':>9}{'p95':>5}{'p99':>7}{'goodput':>8}"
+HEAD = (
+    f"{'':<12}{'req/s':>7}{'tok/s':>8}{'TTFT p50':>9}{'p95':>7}{'p99':>8}"
+    f"{'TPOT p50':>9}{'p95':>5}{'p99':>7}{'goodput':>8}"
+)
 
 # --- static against continuous, N = max_batch clients -------------------------------------------
 print(f"closed loop, {MAX_BATCH} clients, batch limit {MAX_BATCH}; latency after the first {WARM} requests (ms)")
@@ -141,10 +151,16 @@ sanity(
     "static_steps_fuller",
     rows_by_mode["static"] / steps_by_mode["static"] > rows_by_mode["continuous"] / steps_by_mode["continuous"],
     "a static step holds more rows (padding included) than a continuous one",
-    operands=(rows_by_mode["static"] / steps_by_mode["static"], rows_by_mode["continuous"] / steps_by_mode["continuous"]),
+    operands=(
+        rows_by_mode["static"] / steps_by_mode["static"],
+        rows_by_mode["continuous"] / steps_by_mode["continuous"],
+    ),
 )
-sanity("continuous_ttft_lower", res["static"]["ttft"]["p50"] > res["continuous"]["ttft"]["p50"],
-       operands=(res["static"]["ttft"]["p50"], res["continuous"]["ttft"]["p50"]))
+sanity(
+    "continuous_ttft_lower",
+    res["static"]["ttft"]["p50"] > res["continuous"]["ttft"]["p50"],
+    operands=(res["static"]["ttft"]["p50"], res["continuous"]["ttft"]["p50"]),
+)
 sanity(
     "continuous_tpot_higher",
     res["continuous"]["tpot"]["p50"] > res["static"]["tpot"]["p50"],
@@ -187,14 +203,21 @@ sanity("goodput_lags", good_gain < gain, operands=(good_gain, gain))
 hi = 2 * SWEEP_BATCH
 sanity(
     "throughput_flat_past_limit",
-    abs(sweep[hi]["token_throughput"] - sweep[SWEEP_BATCH]["token_throughput"]) < 0.02 * sweep[SWEEP_BATCH]["token_throughput"],
+    abs(sweep[hi]["token_throughput"] - sweep[SWEEP_BATCH]["token_throughput"])
+    < 0.02 * sweep[SWEEP_BATCH]["token_throughput"],
     "clients beyond the batch limit only queue",
     operands=(sweep[hi]["token_throughput"], sweep[SWEEP_BATCH]["token_throughput"]),
 )
-sanity("ttft_jumps_past_limit", sweep[hi]["ttft"]["p50"] > 10 * sweep[SWEEP_BATCH]["ttft"]["p50"],
-       operands=(sweep[hi]["ttft"]["p50"], 10 * sweep[SWEEP_BATCH]["ttft"]["p50"]))
-sanity("goodput_falls_past_limit", sweep[hi]["goodput"] < sweep[best_n]["goodput"],
-       operands=(sweep[hi]["goodput"], sweep[best_n]["goodput"]))
+sanity(
+    "ttft_jumps_past_limit",
+    sweep[hi]["ttft"]["p50"] > 10 * sweep[SWEEP_BATCH]["ttft"]["p50"],
+    operands=(sweep[hi]["ttft"]["p50"], 10 * sweep[SWEEP_BATCH]["ttft"]["p50"]),
+)
+sanity(
+    "goodput_falls_past_limit",
+    sweep[hi]["goodput"] < sweep[best_n]["goodput"],
+    operands=(sweep[hi]["goodput"], sweep[best_n]["goodput"]),
+)
 queued = max(0, hi - SWEEP_BATCH)
 value("closed_queue_max", queued)
 
@@ -216,7 +239,9 @@ print(f"\nPoisson arrivals (seed {ARR_SEED}), continuous batching, batch limit {
 print(f"{'offered':>8}{'arrived':>8}{'served':>8}{'TTFT p99':>9}{'TPOT p99':>9}{'SLO met':>8}{'goodput':>8}")
 pois = {}
 for k, rate in zip("abcd", RATES, strict=True):
-    trace, _ = simulate(OpenLoop.poisson(reqs, rate, seed=ARR_SEED), mode="continuous", max_batch=SWEEP_BATCH, cost=cost)
+    trace, _ = simulate(
+        OpenLoop.poisson(reqs, rate, seed=ARR_SEED), mode="continuous", max_batch=SWEEP_BATCH, cost=cost
+    )
     s = pois[k] = score(trace)
     arrived = m.arrival_rate(trace)
     print(
@@ -233,12 +258,19 @@ value("arrived_short", 1 - pois["a"]["request_throughput"] / RATES[0])
 draw = OpenLoop.poisson(reqs, RATES[0], seed=ARR_SEED)
 last = value("ra_last_arrival_s", draw.schedule[-1][1])
 value("ra_nominal_last_s", (N_REQ - 1) / RATES[0])
-sanity("draw_sparser", last > (N_REQ - 1) / RATES[0], "this draw's arrivals are sparser than the rate",
-       operands=(last, (N_REQ - 1) / RATES[0]))
+sanity(
+    "draw_sparser",
+    last > (N_REQ - 1) / RATES[0],
+    "this draw's arrivals are sparser than the rate",
+    operands=(last, (N_REQ - 1) / RATES[0]),
+)
 capacity = value("capacity_req_s", sweep[SWEEP_BATCH]["request_throughput"])
 sanity("overload_over_capacity", RATES[3] > capacity, operands=(RATES[3], capacity))
-sanity("overload_tail", pois["d"]["ttft"]["p99"] > 5 * pois["c"]["ttft"]["p99"],
-       operands=(pois["d"]["ttft"]["p99"], 5 * pois["c"]["ttft"]["p99"]))
+sanity(
+    "overload_tail",
+    pois["d"]["ttft"]["p99"] > 5 * pois["c"]["ttft"]["p99"],
+    operands=(pois["d"]["ttft"]["p99"], 5 * pois["c"]["ttft"]["p99"]),
+)
 
 # DistServe's goodput: the highest rate at which a target share of requests meets both SLOs
 TARGET = given("goodput_target", 0.9)
@@ -259,24 +291,40 @@ print(f"DistServe goodput (highest rate with {TARGET:.0%} of requests within bot
 # --- chunked prefill against prefill-first --------------------------------------------------------
 CHUNK = given("chunk_tokens", 512)
 rate = RATES[2]
-print(f"\nPoisson {rate} req/s, batch limit {SWEEP_BATCH}: prefill-first against chunked prefill ({CHUNK} tokens a step)")
+print(
+    f"\nPoisson {rate} req/s, batch limit {SWEEP_BATCH}: prefill-first against chunked prefill ({CHUNK} tokens a step)"
+)
 print(f"{'':<14}{'TTFT p50':>9}{'p99':>8}{'TPOT p50':>9}{'p95':>7}{'p99':>7}{'ITL max':>8}{'SLO met':>8}")
 ch = {}
 for name, mode, ck in (("prefill_first", "continuous", None), ("chunked", "chunked", CHUNK)):
-    tr, _ = simulate(OpenLoop.poisson(reqs, rate, seed=ARR_SEED), mode=mode, max_batch=SWEEP_BATCH, cost=cost, chunk_tokens=ck)
+    tr, _ = simulate(
+        OpenLoop.poisson(reqs, rate, seed=ARR_SEED), mode=mode, max_batch=SWEEP_BATCH, cost=cost, chunk_tokens=ck
+    )
     s = ch[name] = score(tr)
     print(
         f"{name:<14}{s['ttft']['p50'] / MS:9.1f}{s['ttft']['p99'] / MS:8.1f}{s['tpot']['p50'] / MS:9.2f}"
         f"{s['tpot']['p95'] / MS:7.2f}{s['tpot']['p99'] / MS:7.2f}{s['itl']['max'] / MS:8.1f}{s['slo_attainment']:8.0%}"
     )
-    for k, v in (("ttft_p50_ms", s["ttft"]["p50"]), ("ttft_p99_ms", s["ttft"]["p99"]), ("tpot_p50_ms", s["tpot"]["p50"]),
-                 ("tpot_p95_ms", s["tpot"]["p95"]), ("tpot_p99_ms", s["tpot"]["p99"]), ("itl_max_ms", s["itl"]["max"])):
+    for k, v in (
+        ("ttft_p50_ms", s["ttft"]["p50"]),
+        ("ttft_p99_ms", s["ttft"]["p99"]),
+        ("tpot_p50_ms", s["tpot"]["p50"]),
+        ("tpot_p95_ms", s["tpot"]["p95"]),
+        ("tpot_p99_ms", s["tpot"]["p99"]),
+        ("itl_max_ms", s["itl"]["max"]),
+    ):
         value(f"{name}_{k}", v / MS)
     value(f"{name}_attain", s["slo_attainment"])
-sanity("chunked_cuts_tpot_tail", ch["chunked"]["tpot"]["p99"] < ch["prefill_first"]["tpot"]["p99"],
-       operands=(ch["chunked"]["tpot"]["p99"], ch["prefill_first"]["tpot"]["p99"]))
-sanity("chunked_cuts_itl_max", ch["chunked"]["itl"]["max"] < ch["prefill_first"]["itl"]["max"],
-       operands=(ch["chunked"]["itl"]["max"], ch["prefill_first"]["itl"]["max"]))
+sanity(
+    "chunked_cuts_tpot_tail",
+    ch["chunked"]["tpot"]["p99"] < ch["prefill_first"]["tpot"]["p99"],
+    operands=(ch["chunked"]["tpot"]["p99"], ch["prefill_first"]["tpot"]["p99"]),
+)
+sanity(
+    "chunked_cuts_itl_max",
+    ch["chunked"]["itl"]["max"] < ch["prefill_first"]["itl"]["max"],
+    operands=(ch["chunked"]["itl"]["max"], ch["prefill_first"]["itl"]["max"]),
+)
 
 # --- the memory limit: admission by KV bytes, preemption by recompute --------------------------------
 MEM_GB = given("memory_gb", 18)
@@ -287,8 +335,14 @@ value("weights_gb", weight_bytes(cfg8, "bf16") / 1e9)
 analytic = value("max_seqs", max_sequences(cfg8, "bf16", memory_bytes=mem, seq_len=FIX_P + FIX_O))
 fixed = make_requests(N_REQ, FIX_P, FIX_O, vocab=1000, seed=SEED)
 st = ServeStats()
-simulate(ClosedLoop(fixed, N_REQ), mode="continuous", max_batch=N_REQ, cost=cost,
-         kv_budget_bytes=int(kv_budget * 1e9), stats=st)
+simulate(
+    ClosedLoop(fixed, N_REQ),
+    mode="continuous",
+    max_batch=N_REQ,
+    cost=cost,
+    kv_budget_bytes=int(kv_budget * 1e9),
+    stats=st,
+)
 largest = value("kv_largest_batch", st.largest_batch)
 value("kv_preemptions", st.preemptions)
 value("kv_positions", int(kv_budget * 1e9) // kvb)
@@ -298,11 +352,18 @@ print(
     f"requests of {FIX_P} + {FIX_O} tokens: max_sequences = {analytic}; admitted by KV bytes: largest batch "
     f"{st.largest_batch}, {st.preemptions} preemptions by recompute, at most {st.most_kv_tokens} positions held"
 )
-sanity("bytes_admit_more", largest > analytic, "admission by current bytes runs a larger batch than full reservation",
-       operands=(largest, analytic))
+sanity(
+    "bytes_admit_more",
+    largest > analytic,
+    "admission by current bytes runs a larger batch than full reservation",
+    operands=(largest, analytic),
+)
 sanity("preempts", st.preemptions > 0, operands=(st.preemptions, 0))
-sanity("never_over_budget", st.most_kv_tokens <= int(kv_budget * 1e9) // kvb,
-       operands=(st.most_kv_tokens, int(kv_budget * 1e9) // kvb))
+sanity(
+    "never_over_budget",
+    st.most_kv_tokens <= int(kv_budget * 1e9) // kvb,
+    operands=(st.most_kv_tokens, int(kv_budget * 1e9) // kvb),
+)
 
 # --- figures ------------------------------------------------------------------------------------------
 fig, (a1, a2) = new_figure(2)
@@ -310,8 +371,15 @@ xs = [sweep[n]["token_throughput"] for n in NS[:-1]]
 a1.plot(xs, [sweep[n]["tpot"]["p50"] / MS for n in NS[:-1]], "o-", label="TPOT p50")
 a1.plot(xs, [sweep[n]["tpot"]["p95"] / MS for n in NS[:-1]], "s--", label="TPOT p95")
 for n, x in zip(NS[:-1], xs, strict=True):
-    a1.annotate(f"N={n}", (x, sweep[n]["tpot"]["p50"] / MS), textcoords="offset points", xytext=(0, 8), ha="center",
-                fontsize=9, color="#8a8f98")
+    a1.annotate(
+        f"N={n}",
+        (x, sweep[n]["tpot"]["p50"] / MS),
+        textcoords="offset points",
+        xytext=(0, 8),
+        ha="center",
+        fontsize=9,
+        color="#8a8f98",
+    )
 a1.set(xlabel="output tokens/s", ylabel="ms", title="Throughput against time per token")
 a1.legend()
 a2.plot([n for n in NS], [sweep[n]["ttft"]["p50"] / MS for n in NS], "o-", label="TTFT p50")
@@ -319,19 +387,29 @@ a2.plot([n for n in NS], [sweep[n]["ttft"]["p95"] / MS for n in NS], "s--", labe
 a2.set(xscale="log", yscale="log", xlabel="clients N", ylabel="ms", title="TTFT against concurrency")
 a2.set_xticks(list(NS), [str(n) for n in NS])
 a2.legend()
-figure("sweep", finish(fig), "Simulated clock, continuous batching, batch limit as stated: throughput against "
-       "median and 95th-percentile TPOT (one mark per client count), and TTFT against the client count.")
+figure(
+    "sweep",
+    finish(fig),
+    "Simulated clock, continuous batching, batch limit as stated: throughput against "
+    "median and 95th-percentile TPOT (one mark per client count), and TTFT against the client count.",
+)
 fig, (b1, b2) = new_figure(2)
 b1.scatter([r.prompt_len for r in lim], [m.ttft(r) / MS for r in lim], s=14)
 b1.set(xlabel="prompt tokens", ylabel="TTFT, ms", title="TTFT against prompt length")
 labels = ["prefill first", "chunked"]
 for i, key in enumerate(("p50", "p95", "p99")):
-    b2.bar([j + 0.27 * (i - 1) for j in range(2)], [ch[n]["tpot"][key] / MS for n in ch], width=0.27, label=f"TPOT {key}")
+    b2.bar(
+        [j + 0.27 * (i - 1) for j in range(2)], [ch[n]["tpot"][key] / MS for n in ch], width=0.27, label=f"TPOT {key}"
+    )
 b2.set_xticks([0, 1], labels)
 b2.set(ylabel="ms", title="Chunked prefill and the TPOT tail")
 b2.legend()
-figure("ttft_and_chunking", finish(fig), "Left: TTFT of every request after the warm-up against its prompt length, "
-       "at the batch limit. Right: TPOT percentiles under Poisson load, prefill-first against chunked prefill.")
+figure(
+    "ttft_and_chunking",
+    finish(fig),
+    "Left: TTFT of every request after the warm-up against its prompt length, "
+    "at the batch limit. Right: TPOT percentiles under Poisson load, prefill-first against chunked prefill.",
+)
 
 # --- measured: the real model on this machine -------------------------------------------------------
 pc = preset("cpu")
@@ -344,16 +422,22 @@ print(f"\nmeasured: preset 'cpu' model on this machine, {len(real)} requests, {M
 for mode in ("static", "continuous"):
     trace = serve(model, ClosedLoop(real, MAX_BATCH), mode=mode, max_batch=MAX_BATCH)
     s = measured[mode] = (summarize(trace), trace)
-    print(f"{mode:<11} {s[0]['request_throughput']:6.2f} req/s  TTFT p50 {s[0]['ttft']['p50'] / MS:7.1f} ms  "
-          f"TPOT p50 {s[0]['tpot']['p50'] / MS:6.2f} ms")
+    print(
+        f"{mode:<11} {s[0]['request_throughput']:6.2f} req/s  TTFT p50 {s[0]['ttft']['p50'] / MS:7.1f} ms  "
+        f"TPOT p50 {s[0]['tpot']['p50'] / MS:6.2f} ms"
+    )
 value("measured_ttft_ratio", measured["static"][0]["ttft"]["p50"] / measured["continuous"][0]["ttft"]["p50"])
 alone = [generate(model, spec.prompt, spec.n_out) for spec in real]
 same = sum(list(r.tokens) == a for mode in measured for r, a in zip(measured[mode][1], alone, strict=True))
 value("same_tokens", same)
 value("comparisons", 2 * len(real))
 print(f"greedy outputs identical to the request served alone: {same} of {2 * len(real)}")
-sanity("batching_keeps_tokens", same == 2 * len(real), "every request's greedy tokens equal its tokens served alone",
-       operands=(same, 2 * len(real)))
+sanity(
+    "batching_keeps_tokens",
+    same == 2 * len(real),
+    "every request's greedy tokens equal its tokens served alone",
+    operands=(same, 2 * len(real)),
+)
 
 # Why the tokens held, and where they would not: the logits alone and in a batch differ a little
 # (the CPU matmul's reduction order depends on the batch), but far less than the top-1 margin.

@@ -87,7 +87,8 @@ dec = {d["batch"]: d for d in steps["decode"]}
 fig, ax = new_figure()
 bs = [d["batch"] for d in steps["decode"]]
 ax.plot(bs, [d["tokens_per_s"] for d in steps["decode"]], "o-", label="measured")
-ax.plot(bs, [d["batch"] / d["bound_s"] for d in steps["decode"]], "--", color=GREY, label="roofline (measured ceilings)")
+bound_tok_s = [d["batch"] / d["bound_s"] for d in steps["decode"]]
+ax.plot(bs, bound_tok_s, "--", color=GREY, label="roofline (measured ceilings)")
 ax.set(xscale="log", yscale="log", xlabel="decode batch size B", ylabel="output tokens/s",
        title=f"Decode throughput, context {cfg.decode_context}")
 ax.set_xticks(bs, [str(b) for b in bs])
@@ -144,7 +145,8 @@ for key, axis, name in (("ttft", a1, "TTFT"), ("tpot", a2, "TPOT")):
     axis.set_xticks(ns, [str(n) for n in ns])
     axis.grid(alpha=0.3)
     axis.legend()
-figure("latency_vs_concurrency", finish(fig), "Median and 95th-percentile TTFT and TPOT against the number of concurrent "
+figure("latency_vs_concurrency", finish(fig), "Median and 95th-percentile TTFT and TPOT against the number of "
+       "concurrent "
        "clients under continuous batching (percentiles by linear interpolation).")
 fig, ax = new_figure()
 ax.plot(ns, [v["token_throughput"] for _, v in sweep], "o-", label="output tokens/s")

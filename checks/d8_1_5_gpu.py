@@ -34,7 +34,9 @@ check.capture()
 check.replay()
 torch.cuda.synchronize()
 graph_diff = value("graph_vs_eager", float((check.logits.float() - eager).abs().max()))
-sanity("graph_matches_eager", graph_diff < 0.1, "the replayed graph computes the eager step", operands=(graph_diff, 0.1))
+sanity(
+    "graph_matches_eager", graph_diff < 0.1, "the replayed graph computes the eager step", operands=(graph_diff, 0.1)
+)
 
 ratios = {}
 for b in BATCHES:
@@ -64,7 +66,14 @@ for b in BATCHES:
         f"{ratios[b]:.0%} of {PEAK_TBS} TB/s; {cost.intensity:.1f} FLOP/B against a ridge of "
         f"{ridge_point(PEAK_TFLOPS * 1e12, PEAK_TBS * 1e12):.0f}"
     )
-    sanity(f"memory_bound_{key}", cost.intensity < ridge_point(PEAK_TFLOPS * 1e12, PEAK_TBS * 1e12),
-           operands=(cost.intensity, ridge_point(PEAK_TFLOPS * 1e12, PEAK_TBS * 1e12)))
-    sanity(f"below_peak_{key}", ratios[b] < 1.0, "no step moves its bytes faster than the datasheet allows",
-           operands=(ratios[b], 1.0))
+    sanity(
+        f"memory_bound_{key}",
+        cost.intensity < ridge_point(PEAK_TFLOPS * 1e12, PEAK_TBS * 1e12),
+        operands=(cost.intensity, ridge_point(PEAK_TFLOPS * 1e12, PEAK_TBS * 1e12)),
+    )
+    sanity(
+        f"below_peak_{key}",
+        ratios[b] < 1.0,
+        "no step moves its bytes faster than the datasheet allows",
+        operands=(ratios[b], 1.0),
+    )

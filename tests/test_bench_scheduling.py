@@ -74,8 +74,9 @@ def test_admission_by_kv_bytes_and_the_largest_batch() -> None:
     # kv budget of 40 positions (1 byte each): prompts of 8 tokens, 4 outputs
     cost = type("C", (), {"step_s": lambda self, d, c: 1.0, "kv_bytes_per_token": lambda self: 1})()
     st = ServeStats()
-    trace, _ = simulate(ClosedLoop(specs(8, *[4] * 12), 12), mode="continuous", max_batch=12, cost=cost,
-                        kv_budget_bytes=40, stats=st)
+    trace, _ = simulate(
+        ClosedLoop(specs(8, *[4] * 12), 12), mode="continuous", max_batch=12, cost=cost, kv_budget_bytes=40, stats=st
+    )
     assert len(trace) == 12 and all(r.n_out == 4 for r in trace)
     assert st.most_kv_tokens <= 40
     # full reservation (prompt + 4 outputs = 12 positions) would allow 3; current bytes admit more
@@ -98,8 +99,9 @@ def test_preemption_on_the_real_model_gives_the_same_tokens() -> None:
     reqs = make_requests(4, 6, 10, vocab=256, seed=2)
     free = serve(model, ClosedLoop(reqs, 4), mode="continuous")
     st = ServeStats()
-    tight = serve(model, ClosedLoop(reqs, 4), mode="continuous",
-                  kv_budget_bytes=34 * model.kv_bytes_per_token(), stats=st)
+    tight = serve(
+        model, ClosedLoop(reqs, 4), mode="continuous", kv_budget_bytes=34 * model.kv_bytes_per_token(), stats=st
+    )
     assert st.preemptions > 0
     assert [r.tokens for r in tight] == [r.tokens for r in free]
 

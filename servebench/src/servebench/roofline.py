@@ -149,9 +149,7 @@ class DecodeTerms:
         return max(batch * self.flops_per_seq_s, self.weights_s + batch * self.bytes_per_seq_s)
 
 
-def decode_terms(
-    cfg: ModelConfig, dtype: str, *, context: int, peak_flops: float, bandwidth: float
-) -> DecodeTerms:
+def decode_terms(cfg: ModelConfig, dtype: str, *, context: int, peak_flops: float, bandwidth: float) -> DecodeTerms:
     """The cost model of a decode step from the roofline: weights over bandwidth, then per sequence.
 
     ``weights_s`` is the streamed weight bytes over the bandwidth (paid once per step);

@@ -247,8 +247,10 @@ class _Loop:
     def run_chunked(self, chunk_tokens: int) -> None:
         mixed = getattr(self.model, "mixed_step", None)
         if mixed is None:
-            raise TypeError("mode 'chunked' needs a model with mixed_step(decode_slots, chunks), "
-                            "such as servebench.simulate.CostModel")
+            raise TypeError(
+                "mode 'chunked' needs a model with mixed_step(decode_slots, chunks), "
+                "such as servebench.simulate.CostModel"
+            )
         if chunk_tokens <= self.max_batch:
             raise ValueError(f"chunk_tokens={chunk_tokens} must exceed max_batch={self.max_batch}")
         free = list(range(self.max_batch - 1, -1, -1))

@@ -12,6 +12,7 @@ from servebench.summary import CONVENTIONS, summarize
 from servebench.trace import RequestTrace
 
 MS = 1e-3
+COUNT = "a count fixed by the stated trace's shape (its requests, tokens and chunks): nudging its times cannot move it"
 
 
 def request(rid: int, prompt: int, arrival_ms: float, times_ms: list[float], finish_ms: float | None = None):
@@ -19,19 +20,27 @@ def request(rid: int, prompt: int, arrival_ms: float, times_ms: list[float], fin
     return RequestTrace(rid, prompt, arrival_ms * MS, tuple(t * MS for t in times_ms), finish * MS)
 
 
-# --- the trace ------------------------------------------------------------------------------
-r0 = request(0, 32, 0, [40 + 10 * k for k in range(12)])  # long, steady
-r1 = request(1, 8, 0, [60, 90, 120, 150])  # short, slow
-r2 = request(2, 16, 20, [70])  # one token
+# --- the trace: the page's input, stated as lists of times (ms) -------------------------------
+ARRIVAL_MS = given("arrival_ms", [0.0, 0.0, 20.0, 30.0, 40.0, 50.0])
+R0_MS = given("r0_times_ms", [40.0 + 10 * k for k in range(12)])  # long, steady
+R1_MS = given("r1_times_ms", [60.0, 90.0, 120.0, 150.0])  # short, slow
+R2_MS = given("r2_times_ms", [70.0])  # one token
+R3_MS = given("r3_chunk_times_ms", [90.0, 130.0, 170.0, 210.0])  # streamed in chunks of 1, 4, 4, 4
+R4_MS = given("r4_times_ms", [240.0 + 10 * k for k in range(8)])  # queued
+R5_END_MS = given("r5_end_ms", 55.0)  # empty answer
+
+r0 = request(0, 32, ARRIVAL_MS[0], R0_MS)
+r1 = request(1, 8, ARRIVAL_MS[1], R1_MS)
+r2 = request(2, 16, ARRIVAL_MS[2], R2_MS)
 r3 = RequestTrace.from_chunks(
-    3, 30 * MS, [(90 * MS, 1), (130 * MS, 4), (170 * MS, 4), (210 * MS, 4)], prompt_len=24
-)  # streamed in chunks of 4
-r4 = request(4, 64, 40, [240 + 10 * k for k in range(8)])  # queued
-r5 = request(5, 12, 50, [], finish_ms=55)  # empty answer
+    3, ARRIVAL_MS[3] * MS, [(t * MS, n) for t, n in zip(R3_MS, (1, 4, 4, 4), strict=True)], prompt_len=24
+)
+r4 = request(4, 64, ARRIVAL_MS[4], R4_MS)
+r5 = request(5, 12, ARRIVAL_MS[5], [], finish_ms=R5_END_MS)
 trace = [r0, r1, r2, r3, r4, r5]
 
-SLO_TTFT_MS = given("slo_ttft_ms", 100)
-SLO_TPOT_MS = given("slo_tpot_ms", 20)
+SLO_TTFT_MS = given("slo_ttft_ms", 100, nudge=110)   # a threshold moves goodput only when it crosses a TTFT
+SLO_TPOT_MS = given("slo_tpot_ms", 20, nudge=-12)
 
 print("request  arrival  n_out  first   last  finish   TTFT   TPOT  TPOT(e2e/n)    E2E   (ms)")
 for r in trace:
@@ -45,8 +54,9 @@ for r in trace:
         f"   R{r.request_id}    {r.arrival / MS:6.1f} {r.n_out:6d} {ms(first)} {ms(last)} {r.finish / MS:7.1f} "
         f"{ms(m.ttft(r))} {ms(m.tpot(r))}       {ms(m.tpot_with_first(r))} {m.e2e(r) / MS:6.1f}"
     )
-    value(f"r{r.request_id}_n_out", r.n_out)
-    value(f"r{r.request_id}_arrival_ms", r.arrival / MS)
+    value(f"r{r.request_id}_n_out", r.n_out, fixed=COUNT)
+    value(f"r{r.request_id}_arrival_ms", r.arrival / MS,
+          fixed="arrives at t = 0, the origin of the trace's clock" if r.arrival == 0 else None)
     value(f"r{r.request_id}_finish_ms", r.finish / MS)
     value(f"r{r.request_id}_e2e_ms", m.e2e(r) / MS)
     if first is not None:
@@ -57,15 +67,15 @@ for r in trace:
     if m.tpot(r) is not None:
         value(f"r{r.request_id}_tpot_ms", m.tpot(r) / MS)
 
-value("n_requests", len(trace))
-value("n_tokens", sum(r.n_out for r in trace))
-value("r3_chunks", len(m.itl(r3, "chunk")) + 1)
+value("n_requests", len(trace), fixed=COUNT)
+value("n_tokens", sum(r.n_out for r in trace), fixed=COUNT)
+value("r3_chunks", len(m.itl(r3, "chunk")) + 1, fixed=COUNT)
 value("r3_itl_chunk_ms", m.itl(r3, "chunk")[0] / MS)
-value("r3_later_chunks", len(m.itl(r3, "chunk")))
-value("r3_chunk_size", 4)
-value("r3_token_gaps", len(m.itl(r3, "token")))
-value("r3_zero_gaps", sum(g == 0 for g in m.itl(r3, "token")))
-value("r0_gaps", r0.n_out - 1)
+value("r3_later_chunks", len(m.itl(r3, "chunk")), fixed=COUNT)
+value("r3_chunk_size", 4, fixed="the stated chunk size of R3's stream")
+value("r3_token_gaps", len(m.itl(r3, "token")), fixed=COUNT)
+value("r3_zero_gaps", sum(g == 0 for g in m.itl(r3, "token")), fixed=COUNT)
+value("r0_gaps", r0.n_out - 1, fixed=COUNT)
 
 # --- throughput and goodput ------------------------------------------------------------------
 span = value("span_ms", m.span(trace) / MS)
@@ -102,13 +112,13 @@ sanity(
     all(m.percentile(ttfts, q, "loadgen") in ttfts for q in (50, 95, 99)),
     "LoadGen's percentile, like nearest rank, is always a sample",
 )
-value("ttft_n", len(ttfts))
+value("ttft_n", len(ttfts), fixed=COUNT)
 
 # --- weighting ---------------------------------------------------------------------------------
 req_w = value("tpot_mean_request_ms", m.mean_tpot(trace, "request") / MS)
 tok_w = value("tpot_mean_token_ms", m.mean_tpot(trace, "token") / MS)
 value("tpot_gap_sum_ms", sum(r.token_times[-1] - r.token_times[0] for r in trace if r.n_out > 1) / MS)
-value("tpot_gap_count", sum(r.n_out - 1 for r in trace if r.n_out > 1))
+value("tpot_gap_count", sum(r.n_out - 1 for r in trace if r.n_out > 1), fixed=COUNT)
 print(f"\nmean TPOT: request-weighted {req_w:.2f} ms, token-weighted {tok_w:.2f} ms")
 
 # --- one trace, five conventions ------------------------------------------------------------
@@ -137,9 +147,9 @@ for label, metric, field in rows:
         cells.append(f"{v:9.2f}")
     print(f"{label:<10}" + "".join(cells))
 for k in conventions:
-    value(f"{k}_itl_n", scores[k]["itl"]["n"])
-    value(f"{k}_tpot_n", scores[k]["tpot"]["n"])
-value("n_conventions", len(conventions))
+    value(f"{k}_itl_n", scores[k]["itl"]["n"], fixed=COUNT)
+    value(f"{k}_tpot_n", scores[k]["tpot"]["n"], fixed=COUNT)
+value("n_conventions", len(conventions), fixed="the conventions this page compares: a definition")
 
 tpot_means = [scores[k]["tpot"]["mean"] for k in conventions]
 spread = value("tpot_spread", max(tpot_means) / min(tpot_means))
@@ -161,7 +171,7 @@ print(f"\nthe largest 'mean TPOT' is {max(tpot_means) / min(tpot_means):.2f}x th
 PREFILL_MS = given("burst_prefill_ms", 25)
 burst = [request(i, 8, 0, [PREFILL_MS * (i + 1)]) for i in range(4)]
 burst_ttft = [m.ttft(r) / MS for r in burst]
-value("burst_n", len(burst))
+value("burst_n", len(burst), fixed=COUNT)
 value("burst_ttft_last_ms", burst_ttft[-1])
 value("burst_ttft_mean_ms", sum(burst_ttft) / len(burst_ttft))
 print(f"\n{len(burst)} requests at t = 0, one {PREFILL_MS} ms prefill at a time: TTFTs {burst_ttft} ms")

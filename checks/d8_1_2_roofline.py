@@ -7,6 +7,7 @@ times decode steps of the CPU-sized model on this machine against the roofline d
 ceilings measured here.
 """
 
+import dataclasses
 import time
 
 import torch
@@ -34,14 +35,20 @@ from servebench.textplot import bars
 torch.set_num_threads(1)
 
 # --- the model and the ceilings -----------------------------------------------------------------
-cfg = preset("gpu").model
+GPU_MODEL = preset("gpu").model
+LAYOUT = "the attention layout of the harness's gpu preset (heads and KV heads), kept as the preset has it"
+# the model's size is the page's input; its attention layout stays the preset's (a nudge must keep d_model % heads)
+cfg = dataclasses.replace(
+    GPU_MODEL,
+    layers=given("layers", GPU_MODEL.layers),
+    d_model=given("d_model", GPU_MODEL.d_model, nudge=GPU_MODEL.heads),
+    vocab=given("vocab", GPU_MODEL.vocab),
+    max_seq=given("max_seq", GPU_MODEL.max_seq),
+)
 DT = "bf16"
-value("layers", cfg.layers)
-value("d_model", cfg.d_model)
-value("heads", cfg.heads)
-value("kv_heads", cfg.n_kv_heads)
+value("heads", cfg.heads, fixed=LAYOUT)
+value("kv_heads", cfg.n_kv_heads, fixed=LAYOUT)
 value("head_dim", cfg.head_dim)
-value("vocab", cfg.vocab)
 value("d_ff", cfg.d_ff)
 mm = value("matmul_params", matmul_params(cfg))
 value("matmul_params_m", mm / 1e6)
@@ -60,7 +67,6 @@ print(
 )
 KV_FACTOR, BF16_BYTES = 2, 2
 print(f"KV cache: {KV_FACTOR} x {cfg.layers} x {cfg.n_kv_heads} x {cfg.head_dim} x {BF16_BYTES} B = {kvb} B per token")
-value("max_seq", cfg.max_seq)
 value("norm_bytes", (2 * cfg.layers + 1) * cfg.d_model * BF16_BYTES)
 value("emb_row_bytes", 2 * cfg.d_model * BF16_BYTES)
 print(f"ceilings: {PEAK_TFLOPS} TFLOP/s, {BW_TBS} TB/s -> ridge {ridge:.1f} FLOP/B\n")
@@ -91,7 +97,7 @@ for b in (1, 8, 64, 256):
     value(f"dec{b}_intensity", c.intensity)
     value(f"dec{b}_bound_us", t * 1e6)
     value(f"dec{b}_tok_s", round(b / t))
-    value(f"dec{b}_batch", b)
+    value(f"dec{b}_batch", b, fixed="a row of the table: the batch sizes it tabulates")
     value(f"dec{b}_kv_share", kv_share)
 
 # the asymptote: per-sequence FLOPs over per-sequence bytes
@@ -106,9 +112,9 @@ value("crit_32", crit[32])
 value("crit_64", crit[64])
 value("crit_none_128", crit[128] is None)
 value("crit_none_512", crit[512] is None)
-value("ctx_short", 32)
-value("ctx_mid", 128)
-value("ctx_64", 64)
+value("ctx_short", 32, fixed="a context the table tabulates")
+value("ctx_mid", 128, fixed="a context the table tabulates")
+value("ctx_64", 64, fixed="a context the table tabulates")
 value("kv_factor", KV_FACTOR, fixed="keys and values: two tensors per position, by definition")
 value("bf16_bytes", BF16_BYTES, fixed="bytes of one bf16 element")
 sanity(
@@ -128,8 +134,10 @@ value("terms_per_seq_us", terms.bytes_per_seq_s * 1e6)
 value("terms_per_seq_flops_us", terms.flops_per_seq_s * 1e6)
 value("terms_ratio", terms.per_seq_ratio)
 w_i1, att_i = part_intensities(cfg, DT, batch=1, context=L)
-value("attn_intensity", att_i)
-value("weights_intensity_1", w_i1)
+value("attn_intensity", att_i, fixed="attention reads each cached key and value once per query: its FLOP/B does "
+      "not depend on the batch, the context or the model's size")
+value("weights_intensity_1", w_i1, fixed="at one sequence each bf16 weight (2 bytes) takes part in one "
+      "multiply-add (2 FLOPs): 1 FLOP/B whatever the model's size")
 cross = next(b for b in range(1, 10_000) if part_intensities(cfg, DT, batch=b, context=L)[0] >= ridge)
 value("weights_cross_batch", cross)
 w_before = part_intensities(cfg, DT, batch=cross - 1, context=L)[0]
@@ -146,7 +154,7 @@ sanity(
     "attention's intensity does not move with the batch",
     operands=(att_big, att_i),
 )
-value("gqa_factor", cfg.heads // cfg.n_kv_heads)
+value("gqa_factor", cfg.heads // cfg.n_kv_heads, fixed=LAYOUT)
 value(
     "dec8_gain",
     (8 / step_time_bound(decode_cost(cfg, DT, batch=8, context=L), peak, bw)) / (1 / step_time_bound(one, peak, bw)),
@@ -226,9 +234,10 @@ for b in batches:
 print(bars(rows, unit=" ms"))
 crit_cpu = critical_decode_batch(ccfg, "fp32", context=CL, peak_flops=cpu_peak, bandwidth=cpu_bw)
 print(f"smallest compute-bound decode batch on this CPU at L={CL}: {crit_cpu}")
-big = value("cpu_batch_big", batches[-1])
+big = value("cpu_batch_big", batches[-1], fixed="the largest batch the CPU measurement tabulates")
 gain = value("cpu_gain_16", (big / measured[big]) / (1 / measured[1]))
 value("cpu_crit", crit_cpu if crit_cpu is not None else 10**6)
-value("cpu_weights_mb", weight_bytes(ccfg, "fp32") / 1e6)
+value("cpu_weights_mb", weight_bytes(ccfg, "fp32") / 1e6,
+      fixed="the weights of the harness's cpu preset, the model the CPU section measures")
 value("cpu_copy_mib", COPY_MIB, fixed="the size of the copy that measures the bandwidth ceiling")
 print(f"B={big} delivers {gain:.1f}x the tokens/s of B=1")

@@ -164,12 +164,12 @@ row(f"grid past the optimum ({len(past)} margins)", f"{l_past[0]:.4f}", f"{l_pas
 sanity("floor_is_entropy", abs(at_opt - H) < 1e-4, "at p = q the smoothed loss equals H(q)",
        operands=(at_opt, H))
 sanity("falls_below_opt",
-       m_lo < m_opt and conf[m_lo] > loss_opt and all(b < a for a, b in zip(l_below, l_below[1:])),
+       m_lo < m_opt and conf[m_lo] > loss_opt and all(b < a for a, b in zip(l_below, l_below[1:], strict=False)),
        "below the optimum margin a larger margin gives a smaller smoothed loss",
        operands=(conf[m_lo], loss_opt))
 sanity("rises_past_opt",
        m_opt < m_mid < m_hi and conf[m_hi] > conf[m_mid] > loss_opt
-       and all(b > a for a, b in zip(l_past, l_past[1:])) and plain_hi < 1e-4,
+       and all(b > a for a, b in zip(l_past, l_past[1:], strict=False)) and plain_hi < 1e-4,
        "past the optimum margin a larger margin gives a larger smoothed loss",
        operands=(conf[m_hi], conf[m_mid]))
 

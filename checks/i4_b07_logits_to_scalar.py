@@ -186,7 +186,7 @@ sanity("understate_is_valid_share", la < lv and math.isclose(under, 1 - n_valid 
 sanity("overstate_is_inverse", lv > la and math.isclose(over, N / n_valid - 1, rel_tol=1e-4),
        "the valid mean lies above the all-positions mean by N/n_valid - 1", operands=(over, N / n_valid - 1))
 # N / n_valid is 1 / (1 - pad_frac) up to the rounding of n_valid: |N (1 - p) - n_valid| <= 1/2
-sanity("ratio_bounds", 1 <= N / n_valid
+sanity("ratio_bounds", N / n_valid >= 1
        and abs(N / n_valid - 1 / (1 - pad_frac)) <= 0.5 / (n_valid * (1 - pad_frac)) + 1e-12,
        "1 <= N / n_valid, equal to 1 / (1 - pad_frac) up to the rounding of n_valid",
        operands=(N / n_valid, 1 / (1 - pad_frac)))

@@ -189,7 +189,7 @@ row("naive peak (logits + log-softmax)", f"{2 * full3.nbytes / GB:.1f} GB")
 row(f"smallest K with a chunk peak <= {budget:g} GB", f"{K3}", f"C = {sizes3[0]:,}", f"last {sizes3[-1]:,}")
 row("closed form: ceil(|V| / C_max)", f"{K3_closed}", f"C_max = {c_max:,}")
 row("hidden states h (B*T, d) fp32", f"{hidden3:.2f} GB")
-sanity("v3_K_closed_form", K3 == K3_closed and chunk_peak(K3 - 1) > budget * GB,
+sanity("v3_K_closed_form", K3_closed == K3 and chunk_peak(K3 - 1) > budget * GB,
        "the probed K agrees with ceil(|V| / floor(budget / (2 N 4)))", operands=(K3, K3_closed))
 sanity("v3_peak_below_hidden", peak3 < hidden3, "at that K the chunk peak is smaller than the hidden states",
        operands=(peak3, hidden3))

@@ -96,7 +96,8 @@ value("loss_over_all", over_all)
 value("over_all_ratio", over_all / ignored)
 sanity("valid_mean", torch.isclose(ignored, per_ticket[~padding].mean()), "ignore_index divides by the valid count")
 sanity("over_all_is_valid_share", torch.isclose(over_all / ignored, torch.tensor(n_valid / B)),
-       "dividing by every slot scales the valid mean by n_valid / B", operands=((over_all / ignored).item(), n_valid / B))
+       "dividing by every slot scales the valid mean by n_valid / B",
+       operands=((over_all / ignored).item(), n_valid / B))
 
 # -- the quick check on the per-example loss: a language model's sizes --------------------------------
 q_positions = given("q_positions", 2048)              # B x T positions, merged into one axis

@@ -52,6 +52,7 @@ _state: dict[str, Any] = {
     "dtypes": {},
     "facts": {},
     "fixed": {},
+    "nudges": {},
 }
 
 
@@ -113,21 +114,32 @@ def _describe(name: str, x: Any, unit: str | None, dtype: str | None) -> None:
         _state["dtypes"][name] = found
 
 
-def _nudge(x: Any) -> Any:
-    """An input moved a little: a count by one, a float by 1%; anything else as it is."""
+def _nudge(x: Any, by: float | None = None) -> Any:
+    """An input moved a little: a count by one, a float by 1% (or by ``by``, where the check says how);
+    a list of floats element by element; anything else (a shape, a flag, a text) as it is."""
     if isinstance(x, bool):
         return x
+    if by is not None and isinstance(x, int | float):
+        return x + by
     if isinstance(x, int):
         return x + 1
     if isinstance(x, float):
         return x * 1.01
+    if isinstance(x, list | tuple) and x and all(isinstance(v, float) for v in x):
+        return type(x)(v * 1.01 for v in x)
     return x
 
 
-def given(name: str, x: T, *, unit: str | None = None) -> T:
-    """Record an input of the problem; the page's Given section must state it."""
+def given(name: str, x: T, *, unit: str | None = None, nudge: float | None = None) -> T:
+    """Record an input of the problem; the page's Given section must state it.
+
+    ``nudge`` is how far ``numbook verify --perturb`` moves this input, where 1% (or one, for a
+    count) would move no claim by the input's nature: a threshold that must cross a data point.
+    """
     if os.environ.get(PERTURB_ENV) == name:
-        x = _nudge(x)
+        x = _nudge(x, nudge)
+    if nudge is not None:
+        _state["nudges"][name] = nudge
     _register("inputs", name, x)
     _describe(name, x, unit, None)
     return x
@@ -235,6 +247,7 @@ def _write_result() -> None:
         "dtypes": _state["dtypes"],
         "facts": _state["facts"],
         "fixed": _state["fixed"],
+        "nudges": _state["nudges"],
         "cpu_s": time.process_time(),  # CPU seconds of this process, all threads: steadier than wall time
     }
     with open(path, "w", encoding="utf-8") as fh:

@@ -72,10 +72,16 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _nudge_text(x: Any) -> tuple[str, bool]:
-    if isinstance(x, bool) or not isinstance(x, int | float):
+def _nudge_text(x: Any, by: float | None = None) -> tuple[str, bool]:
+    """The nudged input as ``given()`` makes it (see ``numbook.check._nudge``), and whether it is nudged."""
+    from .check import _nudge
+
+    moved = _nudge(x, by)
+    if isinstance(x, list) and isinstance(moved, list) and moved != x:
+        return "each ×1.01", True
+    if moved is x or isinstance(x, bool) or not isinstance(x, int | float):
         return format_value(x), False
-    return format_value(x + 1 if isinstance(x, int) else x * 1.01), True
+    return format_value(moved), True
 
 
 def perturb(results: dict[str, CheckResult], bound: dict[str, set[str]],
@@ -89,7 +95,7 @@ def perturb(results: dict[str, CheckResult], bound: dict[str, set[str]],
             continue
         moved_any: set[str] = set()
         for given, x in base.inputs.items():
-            nudged, ok = _nudge_text(x)
+            nudged, ok = _nudge_text(x, base.nudges.get(given))
             if not ok:
                 report.rows.append(GivenRow(check, given, format_value(x), nudged, "not nudged",
                                             note="not a number: a shape, a flag or a text"))

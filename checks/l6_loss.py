@@ -118,7 +118,7 @@ del q_logits
 lo, hi = torch.tensor(0.0), torch.tensor(1000.0)
 for _ in range(200):
     mid = (lo + hi) / 2
-    if mid == lo or mid == hi:
+    if mid in (lo, hi):
         break
     if torch.isfinite(torch.exp(mid)):
         lo = mid

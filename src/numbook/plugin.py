@@ -290,8 +290,15 @@ def _legend() -> etree.Element:
 
 
 def _after_h1(html: str, snippet: str) -> str:
+    """``snippet`` after the page's H1 (and after its conventions line, which belongs to the title)."""
     at = html.find("</h1>")
-    return html[:at + 5] + snippet + html[at + 5:] if at >= 0 else snippet + html
+    if at < 0:
+        return snippet + html
+    at += len("</h1>")
+    rest = html[at:]
+    if rest.lstrip().startswith('<p class="nb-conventions">'):
+        at += rest.find("</p>") + len("</p>")
+    return html[:at] + snippet + html[at:]
 
 
 def _conventions(text: str) -> etree.Element:

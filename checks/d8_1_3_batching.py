@@ -63,6 +63,9 @@ terms = decode_terms(cfg8, "bf16", context=CTX, peak_flops=PEAK, bandwidth=BW)
 value("weights_ms", terms.weights_s / MS)
 value("per_seq_us", terms.bytes_per_seq_s * 1e6)
 value("per_seq_flops_us", terms.flops_per_seq_s * 1e6)
+sanity("reads_outweigh_arithmetic", terms.bytes_per_seq_s > terms.flops_per_seq_s,
+       "each sequence adds more KV reading time than arithmetic time: the step is memory bound at any batch",
+       operands=(terms.bytes_per_seq_s, terms.flops_per_seq_s))
 value("per_seq_ratio", terms.per_seq_ratio)
 kvb = value("kv_bytes_per_token", kv_bytes_per_token(cfg8, "bf16"))
 

@@ -280,11 +280,12 @@ def test_your_turn_renders_box_counter_hints_and_answer(caplog: pytest.LogCaptur
         '<p class="nb-yourturn__meta"><span class="nb-yourturn__note" id="nb-shared-w-note">Your draft stays in '
         'this browser; nothing is sent or marked.</span><span class="nb-yourturn__count" id="nb-shared-w-count">'
         "0 / 300 characters</span></p>\n</div>\n"
-        '<div class="nb-hints" data-nb-hints="" '
-        'data-search-exclude="">\n<div aria-live="polite" class="nb-hints__list">\n'
-        '<div class="nb-hint" id="nb-shared-w-hint-1" tabindex="-1">\n<p class="nb-hint__title">Hint 1 of 2</p>\n'
+        '<div class="nb-hints" data-nb-hints="">\n<div aria-live="polite" class="nb-hints__list">\n'
+        '<div class="nb-hint" data-search-exclude="" id="nb-shared-w-hint-1" tabindex="-1">\n'
+        '<p class="nb-hint__title">Hint 1 of 2</p>\n'
         "<p>First.</p>\n</div>\n"
-        '<div class="nb-hint" id="nb-shared-w-hint-2" tabindex="-1">\n<p class="nb-hint__title">Hint 2 of 2</p>\n'
+        '<div class="nb-hint" data-search-exclude="" id="nb-shared-w-hint-2" tabindex="-1">\n'
+        '<p class="nb-hint__title">Hint 2 of 2</p>\n'
         "<p>Second.</p>\n</div>\n</div>\n"
         '<button aria-controls="nb-shared-w-hint-1 nb-shared-w-hint-2" class="nb-hints__next" type="button">'
         "Show hint 1 of 2</button></div>\n"

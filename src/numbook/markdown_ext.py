@@ -243,8 +243,9 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
     rendered = str(base_format(language="python", run=lambda *a, **k: output, code=source, md=md, html=True,
                                source="tabbed-right", tabs=(f"Source · {res.check}", "Output"),
                                update_toc=False))
-    # the reader's search finds the prose, not the check's printed trace and source
-    rendered = f'<div class="nb-check" data-search-exclude="">{rendered}</div>'
+    # the reader's search finds the prose, not the check's printed trace and source. A <section>: Material's
+    # search parser ends an exclusion at the first closing tag of the same name, and the tabs are all <div>s
+    rendered = f'<section class="nb-check" data-search-exclude="">{rendered}</section>'
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")
@@ -257,7 +258,7 @@ def _fence_cache(session: Session, source: str, output: str) -> Path | None:
     """Where the rendered fence for this source and output lives (highlighting a check costs ~50 ms)."""
     if session.html_cache is None:
         return None
-    h = hashlib.sha256("\0".join(["fence-3", session.render_key, source, output]).encode("utf-8")).hexdigest()
+    h = hashlib.sha256("\0".join(["fence-4", session.render_key, source, output]).encode("utf-8")).hexdigest()
     return session.html_cache / f"{h[:24]}.html"
 
 

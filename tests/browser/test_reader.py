@@ -12,7 +12,7 @@ pytestmark = pytest.mark.browser
 
 def test_a_prose_claim_shows_its_provenance_on_keyboard_focus(tab: Any) -> None:
     page = tab.open("problems/I.4.B07/")
-    claim = page.locator("p .nb-claim[title]").first
+    claim = page.locator(".nb-claim[title]:visible").first
     claim.focus()
     tip = page.locator("#nb-tip")
     tip.wait_for(state="visible")

@@ -80,7 +80,7 @@ class YourTurn(ComponentBlock):
         sub(meta, "span", f"0 / {top} characters", class_="nb-yourturn__count", id=f"{yid}-count")
 
         if hints:
-            box = sub(block, "div", class_="nb-hints", data_nb_hints="", data_search_exclude="")
+            box = sub(block, "div", class_="nb-hints", data_nb_hints="")
             listing = sub(box, "div", class_="nb-hints__list", aria_live="polite")
             for n, hint in enumerate(hints, start=1):
                 hint.set("id", f"{yid}-hint-{n}")
@@ -111,7 +111,7 @@ class Hint(_Part):
     NAME = "hint"
 
     def on_create(self, parent: etree.Element) -> etree.Element:
-        el = sub(parent, "div", class_="nb-hint")
+        el = sub(parent, "div", class_="nb-hint", data_search_exclude="")
         if self.argument:
             self.warn(f"takes no title after '|' (got '{self.argument}'); hints are numbered for you")
         return el

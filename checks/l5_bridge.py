@@ -9,6 +9,7 @@ eight and a batch of 64.
 
 import torch
 import torch.nn.functional as F
+from _tickets import TICKETS, batch
 
 from numbook.check import given, sanity, value
 
@@ -19,13 +20,8 @@ W = torch.tensor([
 ], requires_grad=True)
 b = torch.tensor([0.0, 0.0, 0.0, -0.5, 0.5], requires_grad=True)
 DESIGN = "the router's design: one row per named feature (3 names), one column per named class (5 names)"
-# The four tickets of lessons 4 to 6 (word counts: payment, error, login) and their labels,
-# repeated if the batch is larger.
-TICKETS = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 2.0], [0.0, 0.0, 0.0]])
-LABELS = torch.tensor([0, 1, 2, 4])  # billing, bug, account, other
 n_tickets = given("n_tickets", 4)
-X = TICKETS[torch.arange(n_tickets) % len(TICKETS)]
-labels = LABELS[torch.arange(n_tickets) % len(LABELS)]
+X, labels = batch(n_tickets)   # the four tickets of lessons 4 to 6 (checks/_tickets.py)
 for i in range(len(TICKETS)):
     value(f"ticket_{i}", TICKETS[i].tolist(), fixed="the lesson's example data, stated on the page")
 value("labels", labels.tolist())

@@ -8,6 +8,7 @@ ignore_index does to the mean. Last, it shows why nobody computes softmax as exp
 
 import torch
 import torch.nn.functional as F
+from _tickets import TICKETS, batch
 
 from numbook.check import fact, given, sanity, value
 
@@ -19,13 +20,8 @@ W = torch.tensor([
 # The bias of lesson 4: the zeros are structural, and a zero cannot be nudged by 1%.
 b = torch.tensor([0.0, 0.0, 0.0, given("b_3", -0.5), given("b_4", 0.5)])
 DESIGN = "the router's design: one column per named class (5 names)"
-# The four tickets of lesson 5 (word counts: payment, error, login) and their labels (billing,
-# bug, account, other), repeated if the batch is larger.
-TICKETS = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 2.0], [0.0, 0.0, 0.0]])
-LABELS = torch.tensor([0, 1, 2, 4])
 n_tickets = given("n_tickets", 4)
-X = TICKETS[torch.arange(n_tickets) % len(TICKETS)]
-labels = LABELS[torch.arange(n_tickets) % len(LABELS)]
+X, labels = batch(n_tickets)   # the four tickets of lessons 4 to 6 (checks/_tickets.py)
 for i in range(len(TICKETS)):
     value(f"ticket_{i}", TICKETS[i].tolist(), fixed="the lesson's example data, stated on the page")
 value("labels", labels.tolist())

@@ -201,6 +201,19 @@ class _Loop:
         self.stats.largest_batch = max(self.stats.largest_batch, len(active))
         self.stats.most_kv_tokens = max(self.stats.most_kv_tokens, sum(a.held for a in active) + len(active))
 
+    def _advance(self, active: list[_Live], tokens: list[int], free: list[int], t: float) -> list[_Live]:
+        """Record one decoded token per active request at ``t``; finish and release those done; the rest."""
+        still = []
+        for a, tok in zip(active, tokens, strict=True):
+            a.record(tok, t)
+            if a.done:
+                self.finish(a)
+                self.model.release(a.slot)
+                free.append(a.slot)
+            else:
+                still.append(a)
+        return still
+
     def _preempt(self, active: list[_Live], free: list[int]) -> None:
         """Free the latest admitted requests until the next step's growth fits the budget."""
         if self.kv_tokens is None:
@@ -230,17 +243,7 @@ class _Loop:
             if active:
                 self._note(active)
                 tokens = self.model.decode_step([a.slot for a in active])
-                t = self.now()
-                still = []
-                for a, tok in zip(active, tokens, strict=True):
-                    a.record(tok, t)
-                    if a.done:
-                        self.finish(a)
-                        self.model.release(a.slot)
-                        free.append(a.slot)
-                    else:
-                        still.append(a)
-                active = still
+                active = self._advance(active, tokens, free, self.now())
             elif not self.waiting and not self.idle_wait():
                 return
 
@@ -283,15 +286,7 @@ class _Loop:
                 ],
             )
             t = self.now()
-            still = []
-            for a, tok in zip(active, decoded, strict=True):
-                a.record(tok, t)
-                if a.done:
-                    self.finish(a)
-                    self.model.release(a.slot)
-                    free.append(a.slot)
-                else:
-                    still.append(a)
+            still = self._advance(active, decoded, free, t)
             for f, n in chunks:
                 f.prefilled += n
                 if f.prefilled == len(f.spec.prompt):

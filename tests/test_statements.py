@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from numbook.lint import printed_digits
+from numbook.perturb import GivenRow, PerturbReport, load_report, merge, stale
 from numbook.result import CheckResult
 from numbook.verify import PageContext, verify_page
 
@@ -86,7 +87,39 @@ def test_perturb_reports_a_dead_input_and_a_constant_claim(tmp_path: Path) -> No
     assert ("checks/c.py: constant claims (no input moves them; compute them, source them with fact(), or say why "
             "they are fixed): bytes_per_elem") in proc.stdout
     assert "perturb: 2 inputs nudged, 1 move claims, 1 dead, 0 failed when nudged; 1 constant claims; 1 fixed " \
-           "with a reason; NOT clean" in proc.stdout
+           "with a reason; 0 measured; NOT clean" in proc.stdout
+    record = load_report(root / "checks" / "perturb.json")   # the book's record, kept in the repository
+    assert record is not None and set(record.checked) == {"checks/c.py"} and not record.clean
+    assert "checks/c.py" in record.reads["checks/c.py"]
+
+
+def test_a_measured_value_is_left_out_so_noise_cannot_pass_an_input_as_live(tmp_path: Path) -> None:
+    root = _book(tmp_path, """
+        import time
+        N = given("N", 8)
+        t0 = time.perf_counter()
+        sum(range(N * 1000))
+        value("seconds", time.perf_counter() - t0, measured="timed on this machine")
+        """, "A sum over [[8|N]] thousand numbers took [[< 10|seconds]] seconds.\n")
+    proc = _verify(root, "--perturb")
+    rows = {tuple(line.split()[:6]) for line in proc.stdout.splitlines() if line.startswith("checks/c.py  ")}
+    assert ("checks/c.py", "N", "8", "9", "measured", "only") in rows, proc.stdout
+    assert "1 inputs nudged, 0 move claims, 0 dead, 0 failed when nudged; 0 constant claims; 0 fixed with a " \
+           "reason; 1 measured; clean" in proc.stdout
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_the_record_keeps_other_checks_and_marks_a_changed_one_stale() -> None:
+    def one(check: str, digest: str) -> PerturbReport:
+        return PerturbReport([GivenRow(check, "B", "4", "5", "moves", ("positions",))], when="today",
+                             checked={check: "today"}, reads={check: {check: digest, "src/numbook/check.py": "t"}})
+
+    whole = merge(merge(None, one("checks/a.py", "1")), one("checks/b.py", "2"))
+    assert set(whole.checked) == {"checks/a.py", "checks/b.py"} and [r.check for r in whole.rows] == [
+        "checks/a.py", "checks/b.py"]
+    assert set(merge(whole, one("checks/b.py", "3"), keep={"checks/b.py"}).checked) == {"checks/b.py"}
+    now = {"checks/a.py": "1", "checks/b.py": "changed"}
+    assert stale(whole, now.get, skip="src/numbook/") == {"checks/b.py": ["checks/b.py"]}
 
 
 @pytest.mark.slow  # a real build

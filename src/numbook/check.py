@@ -52,6 +52,7 @@ _state: dict[str, Any] = {
     "dtypes": {},
     "facts": {},
     "fixed": {},
+    "measured": {},
     "nudges": {},
 }
 
@@ -174,7 +175,8 @@ def fact(key: str, name: str, *, unit: str | None = None) -> Any:
     return x
 
 
-def value(name: str, x: T, *, unit: str | None = None, dtype: str | None = None, fixed: str | None = None) -> T:
+def value(name: str, x: T, *, unit: str | None = None, dtype: str | None = None, fixed: str | None = None,
+          measured: str | None = None) -> T:
     """Record a computed value that claims in the prose can bind to; returns ``x``.
 
     ``unit`` (``"MB"``, ``"MiB"``, ``"ms"``…) is checked against a unit word written after a
@@ -182,10 +184,17 @@ def value(name: str, x: T, *, unit: str | None = None, dtype: str | None = None,
     may not state more significant digits than it carries (fp32: 8, bf16: 3, fp16: 4, fp64: 16).
     ``fixed`` says why no input of the problem can move this value (a property of a dtype, a
     definition); ``numbook verify --perturb`` reports a claimed value that no input moves otherwise.
+    ``measured`` says what was timed or measured on this machine: such a value moves from run to
+    run whatever the inputs, so ``--perturb`` leaves it out of its comparisons (noise would pass
+    every input as live) and lists it apart; the page states it only as a bound.
     """
+    if fixed and measured:
+        raise ValueError(f"value {name!r} cannot be both fixed and measured")
     _register("values", name, x)
     if fixed:
         _state["fixed"][name] = fixed
+    if measured:
+        _state["measured"][name] = measured
     _describe(name, x, unit, dtype)
     return x
 
@@ -247,6 +256,7 @@ def _write_result() -> None:
         "dtypes": _state["dtypes"],
         "facts": _state["facts"],
         "fixed": _state["fixed"],
+        "measured": _state["measured"],
         "nudges": _state["nudges"],
         "cpu_s": time.process_time(),  # CPU seconds of this process, all threads: steadier than wall time
     }

@@ -31,7 +31,7 @@ from .diagnostics import Diagnostic
 from .frozen import FreezeError, freeze_checks
 from .ledger import diff, format_diff, read_ledger
 from .lint import label_faults, lint_book, orphan_faults, structure_faults
-from .perturb import format_report, perturb, save_report
+from .perturb import format_report, load_report, merge, perturb, report_path, save_report
 from .runner import CheckResult, Progress, Runner, shard
 from .scaffold import ScaffoldError, scaffold
 from .verify import PageContext, RecordKind, failure_message, verify_page
@@ -265,8 +265,12 @@ def _command(args: Any) -> int:
             chosen = {runner.rel(runner.resolve(c)) for c in args.only}
             pick = {k: r for k, r in results.items() if not chosen or r.check in chosen}
             report = perturb(pick, book.bound, lambda check, given: runner.result(check, perturb=given))
-            save_report(report, runner.cache_dir)
+            record = report_path(runner.checks_dir)
+            whole = merge(load_report(record), report, keep={r.check for r in results.values()})
+            save_report(whole, record)
             print(format_report(report))
+            print(f"record: {runner.rel(record)} holds {len(whole.checked)} checks; "
+                  f"the book's status: {whole.status()}")
             clean = report.clean
         else:
             pruned = runner.prune()   # (a perturbed run's entries are kept for the next --perturb)

@@ -130,7 +130,7 @@ def load_frozen(runner: Runner, path: Path, rel: str, base: CheckResult, reason:
                        f"{res.source_hash}, the check is now {base.source_hash} (frozen {res.ran_at} on "
                        f"{res.device}); refresh it with `nox -s freeze` on a GPU machine")
         return base
-    tool = _tool_dir(runner)
+    tool = tool_dir(runner)
     changed = [f for f, digest in sorted(res.reads.items())
                if not (tool and f.startswith(tool)) and runner.file_hash(f) != digest]
     if changed:   # what the check read (the harness it imports, its data) is part of the result too
@@ -143,7 +143,7 @@ def load_frozen(runner: Runner, path: Path, rel: str, base: CheckResult, reason:
     return res
 
 
-def _tool_dir(runner: Runner) -> str:
+def tool_dir(runner: Runner) -> str:
     """The numbook package's folder relative to the root ("src/numbook/"), if it lies in the project.
 
     The tool's own files (the check API, the sandbox) are machinery, not what a GPU figure measures:

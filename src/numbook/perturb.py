@@ -7,10 +7,16 @@ nudged (a count by one, a float by 1%), and compares every value a page binds a 
   page states it, and nothing the page claims depends on it;
 - a bound claim that no input moves is **constant**: a typed number standing in for a result,
   unless the check says why it is fixed (``value(name, x, fixed="bytes of an fp32 element: a
-  property of the dtype")``) or it is a sourced fact (``fact()``).
+  property of the dtype")``) or it is a sourced fact (``fact()``);
+- a value the check declares **measured** (``value(name, x, measured="...")``: a time, a
+  bandwidth, anything read off this machine) moves between any two runs, so it is left out of
+  both tests: noise would pass every input as live. Such values are listed apart, and an input
+  that moves nothing but measured values gets the verdict *measured only*.
 
-The report is a table and a status line; both are written to ``perturb.json`` in the result
-cache, and the run report page shows the last one.
+The report is a table and a status line. It is the book's record, kept in the repository at
+``<checks_dir>/perturb.json``: each ``--perturb`` run replaces the entries of the checks it
+nudged and keeps the others, with the hash of every file each check read, so the run report
+shows the whole book's table and marks a check whose files changed since as stale.
 """
 
 from __future__ import annotations
@@ -26,7 +32,8 @@ from typing import Any
 from .claims import format_value
 from .result import CheckResult
 
-__all__ = ["GivenRow", "PerturbReport", "perturb", "format_report", "save_report", "load_report"]
+__all__ = ["GivenRow", "PerturbReport", "perturb", "format_report", "merge", "stale", "report_path", "save_report",
+           "load_report"]
 
 
 @dataclass(frozen=True)
@@ -35,7 +42,7 @@ class GivenRow:
     given: str
     was: str
     nudged: str
-    verdict: str                 # moves | dead | not nudged | failed
+    verdict: str                 # moves | dead | measured only | not nudged | failed
     moved: tuple[str, ...] = ()
     note: str = ""
 
@@ -45,7 +52,10 @@ class PerturbReport:
     rows: list[GivenRow] = field(default_factory=list)
     constants: dict[str, list[str]] = field(default_factory=dict)   # check -> bound values no input moves
     fixed: dict[str, dict[str, str]] = field(default_factory=dict)  # check -> value -> why it is fixed
+    measured: dict[str, dict[str, str]] = field(default_factory=dict)  # check -> value -> what was measured
     when: str = ""
+    checked: dict[str, str] = field(default_factory=dict)    # check -> when it was last nudged
+    reads: dict[str, dict[str, str | None]] = field(default_factory=dict)  # check -> file read -> its hash
 
     @property
     def dead(self) -> list[GivenRow]:
@@ -63,6 +73,7 @@ class PerturbReport:
         return (f"perturb: {len(self.rows)} inputs nudged, {moving} move claims, {len(self.dead)} dead, "
                 f"{failed} failed when nudged; {const} constant claims; "
                 f"{sum(len(v) for v in self.fixed.values())} fixed with a reason; "
+                f"{sum(len(v) for v in self.measured.values())} measured; "
                 + ("clean" if self.clean else "NOT clean"))
 
 
@@ -93,6 +104,10 @@ def perturb(results: dict[str, CheckResult], bound: dict[str, set[str]],
         names = bound.get(check, set())
         if not base.ok or not names:
             continue
+        report.checked[check] = report.when
+        report.reads[check] = dict(base.reads)
+        measured = {n: str(what) for n, what in base.measured.items() if n in names}
+        compared = names - set(measured)
         moved_any: set[str] = set()
         for given, x in base.inputs.items():
             nudged, ok = _nudge_text(x, base.nudges.get(given))
@@ -105,14 +120,19 @@ def perturb(results: dict[str, CheckResult], bound: dict[str, set[str]],
                 last = res.stderr.strip().splitlines()[-1] if res.stderr.strip() else str(res.status)
                 report.rows.append(GivenRow(check, given, format_value(x), nudged, "failed", note=last))
                 continue
-            moved = tuple(sorted(n for n in names if n != given
+            moved = tuple(sorted(n for n in compared if n != given
                                  and not _same(base.lookup(n)[1], res.lookup(n)[1])))
             moved_any |= set(moved)
-            report.rows.append(GivenRow(check, given, format_value(x), nudged, "moves" if moved else "dead", moved))
+            verdict = "moves" if moved else "measured only" if measured else "dead"
+            report.rows.append(GivenRow(check, given, format_value(x), nudged, verdict, moved,
+                                        note="moves no value but measured ones, which noise moves too"
+                                        if verdict == "measured only" else ""))
         fixed = {n: str(why) for n, why in base.fixed.items() if n in names}
         if fixed:
             report.fixed[check] = fixed
-        const = sorted(n for n in names if n in base.values and n not in moved_any and n not in fixed
+        if measured:
+            report.measured[check] = measured
+        const = sorted(n for n in compared if n in base.values and n not in moved_any and n not in fixed
                        and n not in base.facts)
         if const:
             report.constants[check] = const
@@ -133,20 +153,51 @@ def format_report(rep: PerturbReport) -> str:
     return "\n".join(out)
 
 
-def save_report(rep: PerturbReport, cache_dir: Path | None) -> None:
-    if cache_dir is None:
-        return
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    (cache_dir / "perturb.json").write_text(json.dumps(asdict(rep), indent=1), encoding="utf-8")
+def merge(old: PerturbReport | None, new: PerturbReport, keep: set[str] | None = None) -> PerturbReport:
+    """``new``'s checks replace theirs in ``old``; ``old``'s other checks stay if in ``keep`` (None: all)."""
+    if old is None:
+        return new
+    mine = set(new.checked)
+    stay = {c for c in old.checked if c not in mine and (keep is None or c in keep)}
+
+    def pick(field_old: dict[str, Any], field_new: dict[str, Any]) -> dict[str, Any]:
+        return {**{c: v for c, v in field_old.items() if c in stay}, **field_new}
+
+    rows = sorted([r for r in old.rows if r.check in stay] + new.rows, key=lambda r: r.check)
+    return PerturbReport(rows, pick(old.constants, new.constants), pick(old.fixed, new.fixed),
+                         pick(old.measured, new.measured), new.when, pick(old.checked, new.checked),
+                         pick(old.reads, new.reads))
 
 
-def load_report(cache_dir: Path | None) -> PerturbReport | None:
-    f = cache_dir / "perturb.json" if cache_dir is not None else None
-    if f is None or not f.is_file():
+def stale(rep: PerturbReport, file_hash: Callable[[str], str | None], skip: str = "") -> dict[str, list[str]]:
+    """Checks whose read files changed since they were nudged: check -> the changed files (``skip``: a prefix
+    of files that are the tool's own machinery, not the check's inputs)."""
+    out: dict[str, list[str]] = {}
+    for check, reads in rep.reads.items():
+        changed = [f for f, digest in sorted(reads.items()) if not (skip and f.startswith(skip))
+                   and file_hash(f) != digest]
+        if changed:
+            out[check] = changed
+    return out
+
+
+def report_path(checks_dir: Path) -> Path:
+    """Where the book's perturbation record lives: next to the checks, in the repository."""
+    return checks_dir / "perturb.json"
+
+
+def save_report(rep: PerturbReport, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(asdict(rep), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def load_report(path: Path | None) -> PerturbReport | None:
+    if path is None or not path.is_file():
         return None
     try:
-        data = json.loads(f.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
         rows = [GivenRow(**{**r, "moved": tuple(r.get("moved", ()))}) for r in data["rows"]]
-        return PerturbReport(rows, data.get("constants", {}), data.get("fixed", {}), data.get("when", ""))
+        return PerturbReport(rows, data.get("constants", {}), data.get("fixed", {}), data.get("measured", {}),
+                             data.get("when", ""), data.get("checked", {}), data.get("reads", {}))
     except (ValueError, TypeError, KeyError):
         return None

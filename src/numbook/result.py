@@ -130,6 +130,7 @@ class CheckResult:
     dtypes: dict[str, str] = field(default_factory=dict)     # value name -> floating dtype it was computed in
     facts: dict[str, Any] = field(default_factory=dict)      # input name -> {key, source, read} of a fact
     fixed: dict[str, str] = field(default_factory=dict)      # value name -> why no input moves it
+    measured: dict[str, str] = field(default_factory=dict)   # value name -> what was measured on this machine
     nudges: dict[str, float] = field(default_factory=dict)   # input name -> how far --perturb moves it
     requires: str = "cpu"
     device: str = ""

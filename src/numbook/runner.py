@@ -404,7 +404,7 @@ class Runner:
         base.sanity, base.lines = data["sanity"], data["lines"]
         base.units, base.dtypes = data.get("units", {}), data.get("dtypes", {})
         base.facts, base.fixed = data.get("facts", {}), data.get("fixed", {})
-        base.nudges = data.get("nudges", {})
+        base.nudges, base.measured = data.get("nudges", {}), data.get("measured", {})
 
 
 def shard(checks: list[str], k: int, n: int) -> list[str]:

@@ -56,31 +56,45 @@ def _link(report_uri: str, entry: Entry) -> str:
     return f"[{label}]({target})"
 
 
-def _perturb_section(rep: PerturbReport | None) -> list[str]:
-    """The last ``numbook verify --perturb`` table, if there is one."""
+def _perturb_section(rep: PerturbReport | None, checks: Iterable[str], changed: dict[str, list[str]]) -> list[str]:
+    """The book's perturbation record (``checks/perturb.json``): every check's last nudged run."""
+    bound = sorted(set(checks))
     if rep is None:
-        return ["## Perturbation", "", "No `numbook verify --perturb` report yet: run it to see which claims each "
-                "input moves.", ""]
+        return ["## Perturbation", "", "No perturbation record yet (`checks/perturb.json`): run "
+                "`numbook verify --perturb` to see which claims each input moves.", ""]
+    missing = [c for c in bound if c not in rep.checked]
     out = ["## Perturbation", "",
-           f"Each check re-run with one input nudged (a count by one, a float by 1%), last on {rep.when}. "
-           "*dead*: the input moves no claim; *constant* claims move with no input.", "",
-           f"**{rep.status()}**", "", "| check | input | value | nudged | verdict | claims it moves |",
-           "|---|---|---|---|---|---|"]
+           "Each check re-run once per input with that input nudged (a count by one, a float by 1%), "
+           "from the book's record `checks/perturb.json`. *dead*: the input moves no claim; *constant* "
+           "claims move with no input; *measured* values (times, bandwidths) move with the machine and "
+           "are left out of both tests.", "",
+           f"**{rep.status()}**", ""]
+    if missing:
+        out += [f"**Never nudged**: {', '.join(f'`{c}`' for c in missing)}.", ""]
+    if changed:
+        out += ["**Stale** (a file the check reads changed since it was nudged; run `numbook verify --perturb "
+                "--only CHECK`): " + "; ".join(f"`{c}` ({', '.join(f[:3])}{' …' if len(f) > 3 else ''})"
+                                             for c, f in sorted(changed.items())) + ".", ""]
+    out += ["| check | nudged on | input | value | nudged | verdict | claims it moves |",
+            "|---|---|---|---|---|---|---|"]
     for r in rep.rows:
         moved = ", ".join(f"`{m}`" for m in r.moved) or r.note.replace("|", "\\|")
-        out.append(f"| `{r.check.removeprefix('checks/')}` | `{r.given}` | {r.was} | {r.nudged} | {r.verdict} | "
-                   f"{moved or '–'} |")
+        out.append(f"| `{r.check.removeprefix('checks/')}` | {rep.checked.get(r.check, '–')} | `{r.given}` | {r.was} "
+                   f"| {r.nudged} | {r.verdict} | {moved or '–'} |")
     for check, names in sorted(rep.constants.items()):
         out.append(f"\n*Constant claims of `{check}`*: {', '.join(f'`{n}`' for n in names)}.")
     for check, fixed in sorted(rep.fixed.items()):
         out.append("\n" + f"*Fixed values of `{check}`*: "
                    + "; ".join(f"`{n}` ({why})" for n, why in sorted(fixed.items())) + ".")
+    for check, meas in sorted(rep.measured.items()):
+        out.append("\n" + f"*Measured values of `{check}`*: "
+                   + "; ".join(f"`{n}` ({what})" for n, what in sorted(meas.items())) + ".")
     return [*out, ""]
 
 
 def report_markdown(book: Book, results: dict[str, CheckResult], get: Callable[[str], CheckResult],
                     report_uri: str = "report.md", now: _dt.datetime | None = None,
-                    perturbed: PerturbReport | None = None) -> str:
+                    perturbed: PerturbReport | None = None, stale: dict[str, list[str]] | None = None) -> str:
     """The Markdown of the run report page."""
     claims, pages = count_claims(book.entries.values(), get)
     rows = sorted({r.check: r for r in results.values()}.values(), key=lambda r: r.check)
@@ -107,5 +121,6 @@ def report_markdown(book: Book, results: dict[str, CheckResult], get: Callable[[
     out += ["", "*source*: `ran` ran for this build; `cache` is the result of an earlier run with the same "
                 "source, imports, library versions and device; `frozen` is a committed GPU result "
                 "(`checks/frozen/`). *time* is the check's own run time, when it ran.", ""]
-    out += _perturb_section(perturbed)
+    with_claims = [c for c in claims if claims.get(c)]
+    out += _perturb_section(perturbed, with_claims, stale or {})
     return "\n".join(out)

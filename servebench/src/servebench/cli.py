@@ -46,7 +46,7 @@ def format_summary(result: dict[str, Any]) -> str:
     for r in result["runs"]:
         m = r["metrics"]
         what = f"{r['mode']} {r['workload']} " + (
-            f"c={r['concurrency']}" if r["workload"] == "closed" else f"rate={r['rate']}"
+            f"c={r['concurrency']}" if r["workload"] == "closed" else f"rate={r['rate']:.3g}"
         )
         lines.append(
             f"{what:<28}{m['request_throughput']:>8.1f}{m['token_throughput']:>9.0f}"

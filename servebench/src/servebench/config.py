@@ -87,7 +87,10 @@ class BenchConfig:
     Lengths are ``(low, high)`` integer ranges drawn uniformly (inclusive) with ``seed``;
     ``low == high`` makes them fixed. ``concurrencies`` are the closed-loop client counts swept
     with continuous batching; ``static_concurrency`` is the one at which static and continuous
-    batching are compared; ``poisson_rates`` are open-loop arrival rates in requests/s.
+    batching are compared; ``poisson_rates`` are open-loop arrival rates in requests/s, and
+    ``poisson_loads`` are open-loop rates given as multiples of the closed-loop capacity measured
+    earlier in the same run (the highest request throughput over ``concurrencies``), so that
+    "below capacity" and "overloaded" mean the same on a slow laptop and a fast server.
     ``decode_batches`` (at ``decode_context``) and ``prefill_lens`` are isolated step timings,
     each the median of ``decode_repeats`` runs. SLOs are in seconds. ``threads`` sets torch's
     intra-op threads for the run (None leaves torch's default): the CPU presets use one,
@@ -105,7 +108,8 @@ class BenchConfig:
     output_len: tuple[int, int] = (4, 16)
     concurrencies: tuple[int, ...] = (1, 4)
     static_concurrency: int = 4
-    poisson_rates: tuple[float, ...] = (50.0,)
+    poisson_rates: tuple[float, ...] = ()
+    poisson_loads: tuple[float, ...] = (0.1, 3.0)
     decode_batches: tuple[int, ...] = (1, 2, 4)
     decode_context: int = 32
     decode_repeats: int = 5
@@ -136,7 +140,8 @@ PRESETS: dict[str, BenchConfig] = {
         output_len=(2, 8),
         concurrencies=(1, 4),
         static_concurrency=4,
-        poisson_rates=(200.0,),
+        poisson_rates=(),
+        poisson_loads=(2.0,),
         decode_batches=(1, 4),
         decode_context=16,
         decode_repeats=3,
@@ -155,7 +160,8 @@ PRESETS: dict[str, BenchConfig] = {
         output_len=(8, 64),
         concurrencies=(1, 2, 4, 8, 16),
         static_concurrency=8,
-        poisson_rates=(1.5, 40.0),
+        poisson_rates=(),
+        poisson_loads=(0.1, 3.0),
         decode_batches=(1, 2, 4, 8, 16, 32),
         decode_context=128,
         decode_repeats=20,
@@ -180,7 +186,8 @@ PRESETS: dict[str, BenchConfig] = {
         output_len=(16, 256),
         concurrencies=(1, 4, 16, 32, 64),
         static_concurrency=32,
-        poisson_rates=(20.0, 80.0),
+        poisson_rates=(),
+        poisson_loads=(0.1, 3.0),
         decode_batches=(1, 2, 4, 8, 16, 32, 64, 128),
         decode_context=512,
         decode_repeats=20,

@@ -3,7 +3,8 @@
 :func:`run_report` measures, in order: the device's ceilings; the model's memory (analytic and
 as allocated); isolated prefill and decode step times with their roofline bounds; static
 against continuous batching at one concurrency; a continuous-batching concurrency sweep; Poisson
-arrivals; batch invariance and fp32/bf16 agreement. Every serving run reuses the same requests.
+arrivals, at fixed rates and at multiples of the capacity the sweep measured; batch invariance
+and fp32/bf16 agreement. Every serving run reuses the same requests.
 """
 
 from __future__ import annotations
@@ -211,6 +212,13 @@ def _run(cfg: BenchConfig, full_traces: bool, say: Log) -> dict[str, Any]:
     for rate in cfg.poisson_rates:
         wl = OpenLoop.poisson(requests, rate, seed=cfg.seed)
         run(wl, "continuous", {"workload": "poisson", "rate": rate})
+    if cfg.poisson_loads:
+        capacity = max(r["metrics"]["request_throughput"] for r in runs
+                       if r["workload"] == "closed" and r["mode"] == "continuous")
+        result["capacity"] = capacity
+        for load in cfg.poisson_loads:
+            wl = OpenLoop.poisson(requests, load * capacity, seed=cfg.seed)
+            run(wl, "continuous", {"workload": "poisson", "rate": load * capacity, "load": load})
     result["runs"] = runs
 
     say("quality")

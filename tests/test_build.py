@@ -172,3 +172,39 @@ def test_quiet_does_not_hide_a_component_fault(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "1 faults in checks and claims; the first: docs/quiz.md:3: /// quiz: 2 options are marked correct; " \
            "mark exactly one with '[x]'" in proc.stderr
+
+
+def test_run_it_yourself_offers_the_check_as_a_script_and_an_executed_notebook(tmp_path: Path) -> None:
+    import json
+
+    root = copy_tiny(tmp_path)
+    edit(root, "mkdocs.yml", '{cache_dir: "", timeout: 20}', '{cache_dir: "", timeout: 60, run_yourself: true}')
+    proc = build(root)
+    assert proc.returncode == 0, proc.stderr
+    page = root / "site" / "problems" / "I.1.A01"
+    html = (page / "index.html").read_text(encoding="utf-8")
+    assert '<a href="i1_a01_embedding.py" download="">script</a>' in html
+    assert '<a href="i1_a01_embedding.ipynb" download="">notebook</a>' in html
+    script = (page / "i1_a01_embedding.py").read_text(encoding="utf-8")
+    assert script.startswith("# I.1.A01 · The memory of an embedding table")
+    assert "from numbook" not in script and "def given(name, x, **_):" in script
+    # the script runs with Python alone: -I ignores the environment and the user's site-packages, -S every
+    # site-packages (numbook included)
+    ran = subprocess.run([sys.executable, "-I", "-S", "i1_a01_embedding.py"], cwd=page, capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert ran.returncode == 0, ran.stderr
+    assert "table (32000, 512): 16,384,000 elements, 65,536,000 bytes in fp32" in ran.stdout
+    nb = json.loads((page / "i1_a01_embedding.ipynb").read_text(encoding="utf-8"))
+    printed = "".join("".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code"
+                      for o in c["outputs"])
+    assert "table (32000, 512): 16,384,000 elements, 65,536,000 bytes in fp32" in printed   # it ran at build time
+
+
+def test_a_notebook_that_fails_to_run_is_a_fault_of_its_page(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    edit(root, "mkdocs.yml", '{cache_dir: "", timeout: 20}', '{cache_dir: "", timeout: 60, run_yourself: true}')
+    edit(root, CHECK, "V = given(", 'assert given.__module__ == "numbook.check", "runs only under numbook"\nV = given(')
+    proc = build(root)
+    assert proc.returncode == 1
+    assert ("problems/I.1.A01.md:4: the notebook generated from checks/i1_a01_embedding.py raised: "
+            "AssertionError: runs only under numbook") in warnings(proc), proc.stderr

@@ -55,3 +55,18 @@ def test_golden(case: str, request: pytest.FixtureRequest) -> None:
         out.write_text(got, encoding="utf-8")
     assert out.is_file(), f"no golden output for {case}: run pytest --update-golden"
     assert got == out.read_text(encoding="utf-8")
+
+
+def test_check_output_keeps_table_rows_and_lets_sentences_wrap() -> None:
+    from numbook.markdown_ext import _output
+
+    out = CheckResult("checks/demo.py", "ok", ran_at="2026-12-02 12:00 UTC", stdout=(
+        "  dtype          max       ln(max)\n"
+        "  fp32     3.403e+38       88.7228\n"
+        "bisection on the naive fp16 loss: finite at s = 10.4140625, not finite from s = 10.421875\n"
+        "B=1  tok/s |########  | 353\n"))
+    html = _output(out)
+    assert html.startswith(
+        '<pre class="nb-output"><code>  dtype          max       ln(max)\n  fp32     3.403e+38       88.7228\n'
+        '<span class="nb-prose">bisection on the naive fp16 loss: finite at s = 10.4140625, not finite from '
+        's = 10.421875</span>\nB=1  tok/s |########  | 353</code></pre>')

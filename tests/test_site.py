@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -14,14 +13,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, env=env, timeout=1800, check=False)
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    return out
+@pytest.fixture
+def site(site_dir: Path) -> Path:
+    return site_dir   # the one strict build of the session (tests/conftest.py)
 
 
 @pytest.mark.slow
@@ -57,8 +51,8 @@ def _book_copy(tmp_path: Path) -> Path:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("page", ["problems/I.4.B07.md", "problems/I.4.B04.md"])
-def test_one_changed_digit_on_a_real_page_fails_verify_with_one_line(tmp_path: Path, page: str) -> None:
-    root = _book_copy(tmp_path)
+def test_one_changed_digit_on_a_real_page_fails_verify_with_one_line(tmp_path: Path, page: str, site_dir: Path) -> None:
+    root = _book_copy(tmp_path)   # after the session's build (site_dir): its result cache is warm
     path = root / page
     lines = path.read_text(encoding="utf-8").split("\n")
     for i, line in enumerate(lines):
@@ -77,3 +71,25 @@ def test_one_changed_digit_on_a_real_page_fails_verify_with_one_line(tmp_path: P
     faults = proc.stderr.strip().splitlines()
     assert len(faults) == 1, proc.stderr
     assert faults[0].startswith(f"{page}:{i + 1}: claim '{m.group(3)}' reads {bumped}{m.group(2) or ''}, checks/")
+
+
+def test_the_books_perturbation_record_is_clean_and_covers_every_check_as_it_is_now() -> None:
+    """`numbook verify --perturb` must have nudged every check of the book as it is now (rerun it and commit
+    checks/perturb.json after a change): no dead input, no constant claim, no failure, nothing stale."""
+    from numbook.book import Book
+    from numbook.config import load_layout
+    from numbook.frozen import tool_dir
+    from numbook.perturb import load_report, report_path, stale
+    from numbook.result import read_header
+    from numbook.runner import Runner
+
+    layout = load_layout(ROOT)
+    runner = Runner(ROOT, "checks", None)
+    book = Book.scan(ROOT, ROOT / layout.docs_dir, ROOT / layout.problems_dir)
+    record = load_report(report_path(runner.checks_dir))
+    assert record is not None, "no checks/perturb.json: run `numbook verify --perturb`"
+    on_cpu = [c for c in book.checks() if read_header((runner.checks_dir / c).read_text(encoding="utf-8")).requires
+              != "cuda"]
+    assert sorted(set(record.checked)) == sorted(f"checks/{c}" for c in on_cpu)
+    assert stale(record, runner.file_hash, tool_dir(runner)) == {}
+    assert record.clean, record.status()

@@ -85,7 +85,7 @@ def test_the_gpu_workflow_runs_on_the_self_hosted_gpu_runner_with_minimal_permis
     assert wf["concurrency"]["group"] and wf["concurrency"]["cancel-in-progress"] is False
     gpu = wf["jobs"]["gpu"]
     assert gpu["runs-on"] == ["self-hosted", "linux", "gpu"]
-    assert gpu["permissions"] == {"contents": "read"}
+    assert gpu["permissions"] == {"contents": "read", "pages": "read"}   # read: the site's address
     assert any("nox -s freeze" in r for r in runs(gpu)) and any("nox -s docs" in r for r in runs(gpu))
     assert all(step.get("with", {}).get("persist-credentials") is False
                for step in gpu["steps"] if str(step.get("uses", "")).startswith("actions/checkout@"))

@@ -171,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     def show(label: str, value: str) -> None:
         print(f"{label:<50}  {value}", flush=True)
 
+    def judged(label: str, value: float, target: float, unit: str = "×") -> None:
+        """A figure with its target (issue 14) and whether this run met it."""
+        show(label, f"{value:.2f}{unit}   target ≤ {target:g}{unit}: {'pass' if value <= target else 'MISS'}")
+
     try:
         print(f"bench: a copy of {src} in {root}; {cores} cores; median of {args.repeat}", flush=True)
         first = run(mkdocs(root, "build", "--strict", "-d", str(out)), root)
@@ -183,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         floor_cfg = inherit(root, "mkdocs.bench-floor.yml", {"execute": False, "cache_dir": ""})
         floor, _ = median(root, mkdocs(root, "build", "-f", floor_cfg, "-d", str(out)), args.repeat)
         show("floor: execute: false, no cache", f"{floor:.2f} s")
-        show("  ratio warm / floor", f"{warm / floor:.2f}×")
+        judged("  ratio warm / floor", warm / floor, 1.2)
         cold_cfg = inherit(root, "mkdocs.bench-cold.yml", {"cache_dir": ".cache/numbook-bench-cold"})
         cold_cache = root / ".cache/numbook-bench-cold"
         shutil.rmtree(cold_cache, ignore_errors=True)
@@ -196,11 +200,11 @@ def main(argv: list[str] | None = None) -> int:
         show("  ratio cold / (floor + sum / cores)", f"{cold.seconds / ideal:.2f}×")
         bound = floor + max(summed / cores, longest)
         show(f"  longest check: {longest_name}", f"{longest:.2f} s")
-        show("  ratio cold / (floor + max(sum / cores, longest))", f"{cold.seconds / bound:.2f}×")
+        judged("  ratio cold / (floor + max(sum / cores, longest))", cold.seconds / bound, 1.1)
         numbook = str(BIN / "numbook") if (BIN / "numbook").exists() else "numbook"
         verify, vruns = median(root, [numbook, "verify"], args.repeat)
         show("numbook verify, warm cache", f"{verify:.2f} s (exit {vruns[0].rc})")
-        show("  ratio verify / warm build", f"{verify / warm:.2f}×")
+        judged("  ratio verify / warm build", verify / warm, 1.0)
         try:
             edits = serve_edit(root, args.edits, strict=strict_ok)
         except RuntimeError as exc:
@@ -210,6 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                  ", ".join(f"{s:.2f} s" for s, _ in edits))
             show("  of which the rebuild (serve's log)", ", ".join(f"{b:.2f} s" for _, b in edits))
             show("  ratio edit-to-page / warm build", f"{statistics.median(s for s, _ in edits) / warm:.2f}×")
+            judged("  edit to served page, median", statistics.median(s for s, _ in edits), 1.0, " s")
         if not strict_ok:
             print(f"\nnote: the book does not build strict now ({first.warnings} warnings); the builds above ran "
                   "to the end and were timed all the same, and serve ran with strict: false")

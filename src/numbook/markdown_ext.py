@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import xml.etree.ElementTree as etree
 from pathlib import Path
 from typing import Any
@@ -203,11 +204,54 @@ def _stamp(res: CheckResult) -> etree.Element:
     return p
 
 
+_COLUMNS = re.compile(r"\S {2,}\S")   # two or more spaces between words: aligned columns, a table row
+
+
+def is_prose(line: str) -> bool:
+    """A printed line that is a sentence, not a table row or a text plot: it may wrap on screen."""
+    body = line.strip()
+    return len(body) > 40 and not _COLUMNS.search(body) and "|" not in body
+
+
 def _output(res: CheckResult) -> str:
+    """The check's output: table rows keep their columns (the block scrolls, and shows that it does);
+    sentences wrap at the column's width with a hanging indent (class ``nb-prose``)."""
     pre = etree.Element("pre", {"class": "nb-output"})
     code = etree.SubElement(pre, "code")
-    code.text = res.stdout.rstrip()
+    code.text = ""
+    last: etree.Element | None = None
+    for line in res.stdout.rstrip().split("\n"):
+        if is_prose(line):
+            last = etree.SubElement(code, "span", {"class": "nb-prose"})
+            last.text, last.tail = line, "\n"
+        elif last is None:
+            code.text += line + "\n"
+        else:
+            last.tail = (last.tail or "") + line + "\n"
+    if last is None:
+        code.text = code.text[:-1]
+    else:
+        last.tail = (last.tail or "")[:-1]
     return to_html(pre) + to_html(_stamp(res))
+
+
+def _run_yourself(session: Session, ctx: PageContext, res: CheckResult) -> str:
+    """Links to the check as a script and as a notebook, written next to the page (numbook.standalone)."""
+    if not (session.run_yourself and ctx.problem):
+        return ""
+    stem = Path(res.check).stem
+    p = etree.Element("p", {"class": "nb-run-yourself"})
+    b = etree.SubElement(p, "strong")
+    b.text = "Run it yourself:"
+    b.tail = " the check as a "
+    a = etree.SubElement(p, "a", {"href": f"{stem}.py", "download": ""})
+    a.text = "script"
+    a.tail = " or as a "
+    a2 = etree.SubElement(p, "a", {"href": f"{stem}.ipynb", "download": ""})
+    a2.text = "notebook"
+    a2.tail = (", run for this build. Change a given() and run it again; it needs Python and the libraries it "
+               "imports, not numbook.")
+    return to_html(p)
 
 
 def _failed(text: str) -> str:
@@ -237,7 +281,7 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
     source = path.read_text(encoding="utf-8") if path.is_file() else ""
     output = _output(res)
     assert ext is not None
-    cached = _fence_cache(ext.session, source, output)
+    cached = _fence_cache(ext.session, source, output + str(ext.session.run_yourself and ctx.problem))
     if cached is not None and cached.is_file():
         return cached.read_text(encoding="utf-8")
     rendered = str(base_format(language="python", run=lambda *a, **k: output, code=source, md=md, html=True,
@@ -245,7 +289,8 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
                                update_toc=False))
     # the reader's search finds the prose, not the check's printed trace and source. A <section>: Material's
     # search parser ends an exclusion at the first closing tag of the same name, and the tabs are all <div>s
-    rendered = f'<section class="nb-check" data-search-exclude="">{rendered}</section>'
+    links = _run_yourself(ext.session, ctx, res)
+    rendered = f'<section class="nb-check" data-search-exclude="">{rendered}{links}</section>'
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")
@@ -258,7 +303,7 @@ def _fence_cache(session: Session, source: str, output: str) -> Path | None:
     """Where the rendered fence for this source and output lives (highlighting a check costs ~50 ms)."""
     if session.html_cache is None:
         return None
-    h = hashlib.sha256("\0".join(["fence-4", session.render_key, source, output]).encode("utf-8")).hexdigest()
+    h = hashlib.sha256("\0".join(["fence-5", session.render_key, source, output]).encode("utf-8")).hexdigest()
     return session.html_cache / f"{h[:24]}.html"
 
 

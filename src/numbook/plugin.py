@@ -10,10 +10,14 @@ with ``path:line``, so ``mkdocs build --strict`` fails on it.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
+import shutil
+import tempfile
 import time
 import xml.etree.ElementTree as etree
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -26,17 +30,18 @@ from mkdocs.structure.files import File, Files, InclusionLevel
 from mkdocs.structure.nav import Navigation, Section
 from mkdocs.structure.pages import Page
 
-from . import __version__
+from . import __version__, standalone
 from .book import Book, Entry, id_key
 from .diagnostics import Diagnostic, Reporter, log
+from .frozen import tool_dir
 from .ledger import build_ledger, write_ledger
 from .lint import label_faults, orphan_faults, structure_faults
 from .markdown_ext import check_formatter, check_validator
 from .page import ChapterMeta
-from .perturb import load_report
+from .perturb import load_report, report_path, stale
 from .render import to_html
 from .result import DEFAULT_CACHE_DIR, DEFAULT_MEMORY, DEFAULT_TIMEOUT, parse_memory
-from .runner import CheckResult, Runner
+from .runner import CACHED_ONLY_ENV, CheckResult, Runner
 from .runreport import report_markdown
 from .session import Session
 from .verify import PageContext
@@ -70,6 +75,9 @@ class NumbookConfig(base.Config):
     """File beside the site listing every published number (``numbook diff`` compares two); empty for none."""
     report = c.Type(str, default="report.md")
     """Site path of the generated run report page (last in the nav); empty for none."""
+    run_yourself = c.Type(bool, default=False)
+    """Offer each problem's check as a standalone script and an executed notebook next to its page
+    (needs nbformat, nbclient and a python3 kernel: the book's dependencies)."""
 
 
 class NumbookPlugin(BasePlugin[NumbookConfig]):
@@ -104,7 +112,8 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         if "numbook" not in config.markdown_extensions:
             raise PluginError("the numbook plugin needs the 'numbook' Markdown extension in markdown_extensions")
         cache = self.runner.cache_dir / "html" if self.runner.cache_dir is not None else None
-        self.session = Session(reporter, html_cache=cache, render_key=self.render_key)
+        self.session = Session(reporter, html_cache=cache, render_key=self.render_key,
+                               run_yourself=self.config.run_yourself)
         config.mdx_configs.setdefault("numbook", {})["session"] = self.session
         if "pymdownx.superfences" not in config.markdown_extensions:
             config.markdown_extensions.append("pymdownx.superfences")
@@ -187,8 +196,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         if page is self._report_page(files):
             page.meta["hide"] = ["toc"]  # a wide table: give it the room of the table of contents
             assert self.runner is not None
-            return report_markdown(self.book, self.results, self._result, uri,
-                                   perturbed=load_report(self.runner.cache_dir))
+            record = load_report(report_path(self.runner.checks_dir))
+            changed = stale(record, self.runner.file_hash, tool_dir(self.runner)) if record else {}
+            return report_markdown(self.book, self.results, self._result, uri, perturbed=record, stale=changed)
         entry = self.book.entries.get(uri)
         if entry is None or entry.failed:
             return markdown  # a page whose front matter failed: that one fault, not one per claim below it
@@ -250,6 +260,8 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         assert self.runner is not None
         self.session.reporter.report(orphan_faults(self.book, self.runner.checks_dir)
                                      + label_faults(self.book, self.runner.checks_dir))
+        if self.config.run_yourself and self.config.execute:
+            self.session.reporter.report(self._run_yourself(config))
         faults = self.session.reporter.faults
         if faults and config.strict and not self.serving and not log.isEnabledFor(logging.WARNING):
             # --quiet hides warnings from --strict's counter; a wrong number must still fail the build
@@ -261,6 +273,63 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         cached = sum(r.cached for r in unique)
         log.info(f"numbook: {len(unique)} checks ({len(ran)} ran, {cached} from cache) "
                  f"in {self.timings.get('checks_s', 0):.2f} s")
+
+
+    def _run_yourself(self, config: MkDocsConfig) -> list[Diagnostic]:
+        """Write each problem's check as a script and an executed notebook next to its page."""
+        assert self.runner is not None
+        runner = self.runner
+        site_url = (config.site_url or "").rstrip("/")
+        jobs: list[tuple[Entry, Path, Path]] = []
+        for _, entry in sorted(self.book.problems.items()):
+            if not entry.check:
+                continue
+            res = self._result(entry.check)
+            if not res.ok or res.frozen:
+                continue   # a failed check is already a fault; a GPU check cannot run on a reader's CPU
+            check = runner.root / res.check
+            dest = Path(config.site_dir) / Path(File(entry.uri, "", "", config.use_directory_urls).dest_uri).parent
+            jobs.append((entry, check, dest))
+        cache = runner.cache_dir / "notebooks" if runner.cache_dir is not None else None
+
+        def one(job: tuple[Entry, Path, Path]) -> Diagnostic | None:
+            entry, check, dest = job
+            pid = entry.pmeta.id
+            title = f"{pid} · {entry.pmeta.title}"
+            url = f"{site_url}/{File(entry.uri, '', '', config.use_directory_urls).url}" if site_url else ""
+            code = standalone.script(check, runner.checks_dir, title=title, page_url=url)
+            dest.mkdir(parents=True, exist_ok=True)
+            (dest / check.name).write_text(code, encoding="utf-8")
+            key = hashlib.sha256(code.encode("utf-8")).hexdigest()[:24]
+            hit = cache / f"{key}.ipynb" if cache is not None else None
+            if hit is not None and hit.is_file():
+                shutil.copyfile(hit, dest / f"{check.stem}.ipynb")
+                return None
+            intro = (f"The check of [{pid}]({url or '.'}), cell by cell, as the book ran it for its build. "
+                     "Change a `given(...)` and run the cells again.")
+            nb = standalone.notebook(code, title=title, intro=intro)
+            if os.environ.get(CACHED_ONLY_ENV):
+                log.info(f"numbook: {entry.path}: notebook written without outputs ({CACHED_ONLY_ENV} runs nothing)")
+            else:
+                try:
+                    with tempfile.TemporaryDirectory() as tmp:
+                        nb = standalone.execute(nb, Path(tmp), timeout=int(self.config.timeout))
+                except standalone.NotebookError as exc:
+                    return Diagnostic(entry.path, entry.lines.get("check", 1),
+                                      f"the notebook generated from {runner.rel(check)} raised: {exc}")
+            text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+            (dest / f"{check.stem}.ipynb").write_text(text, encoding="utf-8")
+            if hit is not None and not os.environ.get(CACHED_ONLY_ENV):
+                hit.parent.mkdir(parents=True, exist_ok=True)
+                hit.write_text(text, encoding="utf-8")
+            return None
+
+        started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=runner.jobs or os.cpu_count() or 1) as pool:
+            found = [d for d in pool.map(one, jobs) if d is not None]
+        log.info(f"numbook: {len(jobs)} problems offered as a script and a notebook "
+                 f"in {time.perf_counter() - started:.2f} s")
+        return found
 
 
 def memory_option(text: str) -> int | None:

@@ -41,6 +41,7 @@ class Session:
     render_key: str = ""
     default: PageContext | None = None      # outside MkDocs: the one page being converted
     records: dict[str, list[Record]] = field(default_factory=dict)   # page path -> its verified markers
+    run_yourself: bool = False              # problem pages offer their check as a script and a notebook
 
     def context(self, md: Markdown) -> PageContext | None:
         uri = page_uri(md)

@@ -1,7 +1,7 @@
 """Fixtures for the browser tests: the site built once, served locally, and headless Chromium.
 
-The site is built with ``mkdocs build --strict`` into a temporary folder once per session
-(set ``NUMBOOK_SITE_DIR`` to a built site to skip the build while iterating), served by a
+The site is the one ``tests/conftest.py`` builds once per session (set ``NUMBOOK_SITE_DIR`` to a
+built site to skip the build while iterating), served by a
 ``http.server`` thread on 127.0.0.1, and driven by Playwright with the system Chromium
 (``NUMBOOK_CHROMIUM``, default ``/usr/bin/chromium``).
 """
@@ -12,8 +12,6 @@ import functools
 import http.server
 import os
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,6 +38,19 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
         pass
 
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """A missing page gets the site's 404.html, as GitHub Pages serves it."""
+        page = Path(self.directory) / "404.html"
+        if code != 404 or not page.is_file():
+            super().send_error(code, message, explain)
+            return
+        body = page.read_bytes()
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
         if self.path.split("?")[0] != "/sitemap.xml" or not self.site_url:
             super().do_GET()
@@ -59,19 +70,6 @@ def _site_url(site: Path) -> str:
     sitemap = site / "sitemap.xml"
     locs = re.findall(r"<loc>([^<]+)</loc>", sitemap.read_text(encoding="utf-8")) if sitemap.exists() else []
     return min(locs, key=len) if locs else ""
-
-
-@pytest.fixture(scope="session")
-def site_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    prebuilt = os.environ.get("NUMBOOK_SITE_DIR")
-    if prebuilt:
-        return Path(prebuilt)
-    out = tmp_path_factory.mktemp("site")
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(out)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=1800, check=False)
-    assert proc.returncode == 0, proc.stderr[-6000:]
-    return out
 
 
 @pytest.fixture(scope="session")

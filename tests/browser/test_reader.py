@@ -78,3 +78,60 @@ def test_a_lesson_names_previous_and_next_once(tab: Any) -> None:
     page = tab.open("lessons/lesson-2/")
     assert page.locator(".nb-lesson-nav, [class*='lesson-nav']").count() >= 1
     assert page.locator("nav.md-footer__inner").is_hidden()
+
+
+def test_a_table_of_nine_numeric_columns_fits_the_column_at_1280(tab: Any) -> None:
+    page = tab.open("inference/batching/")
+    wraps = page.locator(".md-typeset__scrollwrap")
+    assert wraps.count() >= 4
+    # every table of the page fits: nothing to scroll to on a desktop
+    assert wraps.evaluate_all("els => els.filter(e => e.scrollWidth > e.clientWidth + 1).length") == 0
+
+
+def test_on_a_phone_a_wide_table_scrolls_and_shows_that_it_does(browser: Any, base_url: str) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    page.goto(base_url + "inference/batching/", wait_until="load")
+    wrap = page.locator(".md-typeset__scrollwrap").first
+    scrolls, shadow = wrap.evaluate("e => [e.scrollWidth > e.clientWidth, getComputedStyle(e).backgroundImage]")
+    context.close()
+    assert scrolls and "radial-gradient" in shadow      # the shadow at the edge with more to see
+
+
+def test_a_printed_sentence_wraps_and_a_printed_table_row_does_not(tab: Any) -> None:
+    page = tab.open("problems/I.4.B04/")
+    prose = page.locator("pre.nb-output .nb-prose").first
+    width, col = prose.evaluate("e => [e.getBoundingClientRect().width, e.closest('pre').clientWidth]")
+    assert width <= col
+    assert prose.evaluate("e => getComputedStyle(e).whiteSpace") == "pre-wrap"
+
+
+def test_a_problem_offers_its_check_as_a_script_and_a_notebook_that_download(tab: Any) -> None:
+    page = tab.open("problems/I.4.B07/")
+    links = page.locator(".nb-run-yourself a")
+    assert links.evaluate_all("els => els.map(a => a.getAttribute('href'))") == [
+        "i4_b07_logits_to_scalar.py", "i4_b07_logits_to_scalar.ipynb"]
+    for href in ("i4_b07_logits_to_scalar.py", "i4_b07_logits_to_scalar.ipynb"):
+        response = page.request.get(tab.base_url + "problems/I.4.B07/" + href)
+        assert response.status == 200
+    nb = json.loads(page.request.get(tab.base_url + "problems/I.4.B07/i4_b07_logits_to_scalar.ipynb").text())
+    assert any(c.get("outputs") for c in nb["cells"] if c["cell_type"] == "code")   # executed at build time
+
+
+def test_a_notebook_page_sits_in_the_navigation_and_links_back_to_its_lesson(tab: Any) -> None:
+    page = tab.open("lessons/notebooks/lesson-3/")
+    assert page.locator(".md-nav__link--active").first.inner_text().strip() == "Lesson 3 notebook"
+    back = page.locator("a[href='../../lesson-3/']").first
+    assert back.inner_text() == "lesson 3"
+    footer = page.locator("nav.md-footer__inner")
+    assert "Lesson 2 notebook" in footer.inner_text() and "Lesson 4 notebook" in footer.inner_text()
+    back.click()
+    page.wait_for_url("**/lessons/lesson-3/")
+
+
+def test_the_404_page_is_styled_where_the_site_is_served(tab: Any) -> None:
+    page = tab.page
+    response = page.goto(tab.base_url + "no/such/page/", wait_until="load")
+    assert response is not None and response.status == 404
+    # the stylesheet loaded: Material's header is laid out, not an unstyled list
+    assert page.locator("header.md-header").evaluate("e => getComputedStyle(e).position") == "sticky"

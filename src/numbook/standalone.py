@@ -1,0 +1,143 @@
+"""Run it yourself: a problem's check as a script and a notebook a reader downloads and reruns.
+
+:func:`script` turns a check into one file that runs with Python and the libraries it imports
+(PyTorch, NumPy), without numbook: the check API becomes a few lines (``given()`` and
+``value()`` return their value, ``sanity()`` raises when its property fails, ``fact()`` returns
+the sourced number), and a helper module of the checks folder (``from _memory import ...``) is
+written in place. :func:`notebook` splits that script into cells at the blank lines between its
+top-level statements; :func:`execute` runs it (nbclient, a python3 kernel), as the lessons'
+notebooks are run at build time. The plugin offers both next to each problem page
+(``run_yourself`` option); a notebook that fails to run is a fault of the page, like a check.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["script", "notebook", "execute", "NotebookError"]
+
+_API = re.compile(r"^from numbook\.check import (?P<names>[^\n]+)\n", re.M)
+_HELPER = re.compile(r"^from (?P<mod>_\w+) import (?P<names>[^\n]+)\n", re.M)
+_HEADER = re.compile(r"^# numbook:[^\n]*\n", re.M)
+
+_SHIM = {
+    "given": "def given(name, x, **_):\n    return x  # change the value here and run again\n",
+    "value": "def value(name, x, **_):\n    return x\n",
+    "sanity": ("def sanity(name, condition, message=\"\", **_):\n"
+               "    if not condition:\n"
+               "        raise AssertionError(f\"sanity {name!r} does not hold: {message}\")\n"),
+    "figure": "def figure(name, fig, caption=\"\"):\n    fig.savefig(f\"{name}.svg\")\n",
+    "fact": "def fact(key, name, **_):\n    return _FACTS[key]\n",
+}
+
+
+class NotebookError(RuntimeError):
+    """A generated notebook raised when it ran."""
+
+
+def script(check: Path, checks_dir: Path, *, title: str, page_url: str = "") -> str:
+    """The check at ``check`` as one standalone script."""
+    src = _HEADER.sub("", check.read_text(encoding="utf-8"))
+
+    def api(m: re.Match[str]) -> str:
+        names = [n.strip() for n in m.group("names").split(",") if n.strip()]
+        out = ["# The book's check API, reduced to what a script run by hand needs (numbook is not needed):",
+               "# given() and value() return their value; sanity() stops when its property does not hold."]
+        if "fact" in names:
+            out.append(f"_FACTS = {_facts(src, checks_dir)!r}  # from the book's checks/facts.yml, with sources")
+        for n in names:
+            if n in _SHIM:
+                out.append(_SHIM[n].rstrip("\n"))
+        return "\n".join(out) + "\n"
+
+    def helper(m: re.Match[str]) -> str:
+        path = checks_dir / f"{m.group('mod')}.py"
+        if not path.is_file():
+            return m.group(0)
+        body = path.read_text(encoding="utf-8").strip("\n")
+        return (f"# --- {path.name}, a helper of the book's checks, written in place ---\n{body}\n"
+                f"# --- end of {path.name} ---\n")
+
+    src = _HELPER.sub(helper, _API.sub(api, src))
+    where = f" ({page_url})" if page_url else ""
+    head = (f"# {title}{where}\n"
+            "# The check of this problem, as the book ran it, to run yourself: change a given() and run it\n"
+            f"# again (python {check.name}). It needs Python and the libraries it imports.\n\n")
+    return head + src
+
+
+def _facts(src: str, checks_dir: Path) -> dict[str, Any]:
+    keys = set(re.findall(r"fact\(\s*[\"'](\w+)[\"']", src))
+    data = yaml.safe_load((checks_dir / "facts.yml").read_text(encoding="utf-8")) or {}
+    return {k: data[k]["value"] for k in sorted(keys) if k in data}
+
+
+def _cells(code: str) -> list[str]:
+    """Top-level chunks separated by blank lines; a chunk of fewer than three lines joins the next."""
+    lines = code.split("\n")
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return [code]
+    starts = [min([n.lineno, *[d.lineno for d in getattr(n, "decorator_list", [])]]) - 1 for n in tree.body]
+    cuts = [0]
+    for s in starts[1:]:
+        b = s
+        while b > 0 and lines[b - 1].lstrip().startswith("#"):
+            b -= 1   # a statement's comment lines go with it
+        if b > 0 and not lines[b - 1].strip():
+            cuts.append(b)
+    cuts.append(len(lines))
+    chunks = ["\n".join(lines[a:b]).strip("\n") for a, b in zip(cuts, cuts[1:], strict=False)]
+    chunks = [c for c in chunks if c.strip()]
+    out: list[str] = []
+    for c in chunks:
+        if out and len(out[-1].split("\n")) < 3:
+            out[-1] = out[-1] + "\n\n" + c
+        else:
+            out.append(c)
+    return out
+
+
+def notebook(code: str, *, title: str, intro: str) -> dict[str, Any]:
+    """The script as a notebook (nbformat 4, as JSON data): a title cell, then its top-level chunks."""
+    def lines(text: str) -> list[str]:
+        return text.splitlines(keepends=True)
+
+    cells: list[dict[str, Any]] = [{"cell_type": "markdown", "id": "cell-0", "metadata": {},
+                                    "source": lines(f"# {title}\n\n{intro}")}]
+    cells += [{"cell_type": "code", "id": f"cell-{i}", "metadata": {}, "execution_count": None, "outputs": [],
+               "source": lines(c)} for i, c in enumerate(_cells(code), start=1)]
+    return {"nbformat": 4, "nbformat_minor": 5, "cells": cells,
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                         "language_info": {"name": "python"}}}
+
+
+def execute(nb: dict[str, Any], cwd: Path, timeout: int = 600) -> dict[str, Any]:
+    """Run every cell in a python3 kernel with ``cwd`` as its folder and return the notebook with its
+    outputs; NotebookError says what the failing cell raised."""
+    import nbformat  # type: ignore[import-untyped,unused-ignore]
+    from nbclient import NotebookClient  # type: ignore[import-untyped,unused-ignore]
+    from nbclient.exceptions import CellExecutionError  # type: ignore[import-untyped,unused-ignore]
+    from traitlets.config import Config  # type: ignore[import-untyped,unused-ignore]
+
+    node = nbformat.reads(json.dumps(nb), as_version=4)  # type: ignore[no-untyped-call,unused-ignore]
+    # the kernel's channels are Unix sockets in a folder of this run (IPC), not unencrypted TCP ports
+    # (the client owns the kernel it starts, and shuts it down when the last cell has run)
+    cfg = Config()
+    cfg.KernelManager.transport = "ipc"
+    cfg.KernelManager.ip = str(cwd / "kernel-ipc")
+    try:
+        NotebookClient(node, config=cfg, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(cwd)}}).execute()
+    except CellExecutionError as exc:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()   # the traceback's terminal colours
+        raise NotebookError(text.splitlines()[-1] if text else "a cell raised") from None
+    out: dict[str, Any] = json.loads(nbformat.writes(node))  # type: ignore[no-untyped-call,unused-ignore]
+    return out

@@ -9,6 +9,8 @@ on the real CPU-sized model, measured, with the conditions under which batching 
 greedy token, and where that breaks.
 """
 
+import statistics
+
 import matplotlib
 import torch
 
@@ -40,12 +42,13 @@ from servebench.summary import summarize
 matplotlib.use("Agg")
 torch.set_num_threads(1)
 MS = 1e-3
+ALL_MET = "every request met both SLOs: a share at its ceiling, which a small nudge of an input leaves there"
 
 # --- the cost model: 8.1.2's roofline for an 8B-class model on an H100 ------------------------------
 LAYERS = fact("llama3_8b_layers", "layers")
-D = fact("llama3_8b_hidden", "d_model")
-HEADS = fact("llama3_8b_heads", "heads")
-KVH = fact("llama3_8b_kv_heads", "kv_heads")
+D = fact("llama3_8b_hidden", "d_model", nudge=32)     # nudged by a head count: heads must divide it
+HEADS = fact("llama3_8b_heads", "heads", nudge=32)    # doubled: it must divide d_model, kv_heads must divide it
+KVH = fact("llama3_8b_kv_heads", "kv_heads", nudge=8)  # doubled: it must divide the heads
 VOCAB = fact("llama3_8b_vocab", "vocab")
 INTER = fact("llama3_8b_intermediate", "intermediate")
 MAXPOS = fact("llama3_8b_max_positions", "max_positions")
@@ -72,7 +75,7 @@ kvb = value("kv_bytes_per_token", kv_bytes_per_token(cfg8, "bf16"))
 N_REQ = given("n_requests", 64)
 P_LO, P_HI = given("prompt_lo", 128), given("prompt_hi", 2048)
 O_LO, O_HI = given("out_lo", 16), given("out_hi", 256)
-SEED = given("request_seed", 3)
+SEED = given("request_seed", 3, nudge=0)   # a seed names a draw: --perturb does not nudge it
 SLO_TTFT, SLO_TPOT = given("slo_ttft_ms", 200), given("slo_tpot_ms", 7)
 WARM = given("warmup_requests", 16)
 MAX_BATCH = given("max_batch", 8)
@@ -150,14 +153,19 @@ sanity(
     "static batching decodes rows for finished requests; continuous decodes only useful ones",
     operands=(rows_by_mode["static"], rows_by_mode["continuous"]),
 )
+# What the steps' sizes alone add to continuous batching's TPOT, by the cost model: the difference in
+# mean rows per step times the most one row can cost (a decode row at the longest context this
+# workload reaches), against the TPOT gap the runs show.
+LONGEST = P_HI + O_HI
+per_row_max = cost.step_s([LONGEST] * 2, []) - cost.step_s([LONGEST], [])
+size_gap = (rows_by_mode["continuous"] / steps_by_mode["continuous"]
+            - rows_by_mode["static"] / steps_by_mode["static"]) * per_row_max
+tpot_gap = res["continuous"]["tpot"]["p50"] - res["static"]["tpot"]["p50"]
 sanity(
-    "static_steps_fuller",
-    rows_by_mode["static"] / steps_by_mode["static"] > rows_by_mode["continuous"] / steps_by_mode["continuous"],
-    "a static step holds more rows (padding included) than a continuous one",
-    operands=(
-        rows_by_mode["static"] / steps_by_mode["static"],
-        rows_by_mode["continuous"] / steps_by_mode["continuous"],
-    ),
+    "not_the_step_size",
+    size_gap < 0.25 * tpot_gap,
+    "the steps' sizes account for less than a quarter of continuous batching's extra median TPOT",
+    operands=(size_gap, 0.25 * tpot_gap),
 )
 sanity(
     "continuous_ttft_lower",
@@ -196,7 +204,12 @@ for n in NS:
         ("goodput", s["goodput"]),
         ("n", n),
     ):
-        value(f"{key}_{k}", v)
+        why = None
+        if k == "n" and n in (1, 2, 4, 8):
+            why = "a row of the table: the client counts it tabulates"
+        elif k == "in_flight" and n == 1:
+            why = "one client keeps exactly one request in the system, whatever the inputs"
+        value(f"{key}_{k}", v, fixed=why)
 best_n = value("best_goodput_n", max(sweep, key=lambda n: sweep[n]["goodput"]))
 gain = value("tok_gain_lim", sweep[SWEEP_BATCH]["token_throughput"] / sweep[1]["token_throughput"])
 tcost = value("tpot_cost_lim", sweep[SWEEP_BATCH]["tpot"]["p50"] / sweep[1]["tpot"]["p50"])
@@ -236,15 +249,16 @@ long_ttft = value("ttft_long_ms", ttft_by_len[-1])
 sanity("ttft_grows_with_prompt", long_ttft > short_ttft, operands=(long_ttft, short_ttft))
 
 # --- open loop: Poisson arrivals, realised rates --------------------------------------------------
-ARR_SEED = given("arrival_seed", 1)
+ARR_SEED = given("arrival_seed", 1, nudge=0)
 RATES = (given("rate_a", 4), given("rate_b", 8), given("rate_c", 16), given("rate_d", 32))
 print(f"\nPoisson arrivals (seed {ARR_SEED}), continuous batching, batch limit {SWEEP_BATCH}")
 print(f"{'offered':>8}{'arrived':>8}{'served':>8}{'TTFT p99':>9}{'TPOT p99':>9}{'SLO met':>8}{'goodput':>8}")
-pois = {}
+pois, pois_traces = {}, {}
 for k, rate in zip("abcd", RATES, strict=True):
     trace, _ = simulate(
         OpenLoop.poisson(reqs, rate, seed=ARR_SEED), mode="continuous", max_batch=SWEEP_BATCH, cost=cost
     )
+    pois_traces[k] = trace
     s = pois[k] = score(trace)
     arrived = m.arrival_rate(trace)
     print(
@@ -255,7 +269,7 @@ for k, rate in zip("abcd", RATES, strict=True):
     value(f"r{k}_req_s", s["request_throughput"])
     value(f"r{k}_ttft_p99_ms", s["ttft"]["p99"] / MS)
     value(f"r{k}_tpot_p99_ms", s["tpot"]["p99"] / MS)
-    value(f"r{k}_attain", s["slo_attainment"])
+    value(f"r{k}_attain", s["slo_attainment"], fixed=ALL_MET if s["slo_attainment"] == 1 else None)
     value(f"r{k}_goodput", s["goodput"])
 value("arrived_short", 1 - pois["a"]["request_throughput"] / RATES[0])
 draw = OpenLoop.poisson(reqs, RATES[0], seed=ARR_SEED)
@@ -269,11 +283,14 @@ sanity(
 )
 capacity = value("capacity_req_s", sweep[SWEEP_BATCH]["request_throughput"])
 sanity("overload_over_capacity", RATES[3] > capacity, operands=(RATES[3], capacity))
-sanity(
-    "overload_tail",
-    pois["d"]["ttft"]["p99"] > 5 * pois["c"]["ttft"]["p99"],
-    operands=(pois["d"]["ttft"]["p99"], 5 * pois["c"]["ttft"]["p99"]),
-)
+# the queue grows for as long as the run lasts: the last quarter of arrivals waits far longer for its
+# first token than the first quarter
+by_arrival = sorted(pois_traces["d"], key=lambda r: r.arrival)
+quarter = len(by_arrival) // 4
+early = statistics.mean(m.ttft(r) for r in by_arrival[:quarter])
+late = statistics.mean(m.ttft(r) for r in by_arrival[-quarter:])
+sanity("overload_tail", late > 5 * early, "the last quarter's mean TTFT is over 5x the first quarter's",
+       operands=(late, 5 * early))
 
 # DistServe's goodput: the highest rate at which a target share of requests meets both SLOs
 TARGET = given("goodput_target", 0.9)
@@ -317,7 +334,7 @@ for name, mode, ck in (("prefill_first", "continuous", None), ("chunked", "chunk
         ("itl_max_ms", s["itl"]["max"]),
     ):
         value(f"{name}_{k}", v / MS)
-    value(f"{name}_attain", s["slo_attainment"])
+    value(f"{name}_attain", s["slo_attainment"], fixed=ALL_MET if s["slo_attainment"] == 1 else None)
 sanity(
     "chunked_cuts_tpot_tail",
     ch["chunked"]["tpot"]["p99"] < ch["prefill_first"]["tpot"]["p99"],
@@ -474,7 +491,8 @@ for acc in (torch.float32, torch.bfloat16):
     batched = split_k_logits(hidden, head, MAX_BATCH, acc).argmax(-1)  # the split follows the batch size
     flips[str(acc).removeprefix("torch.")] = int((one != batched).sum())
 value("positions", hidden.shape[0])
-value("flips_fp32", flips["float32"])
+FLOOR = "no token flips: a count at its floor, which a small nudge of an input leaves there"
+value("flips_fp32", flips["float32"], fixed=FLOOR if flips["float32"] == 0 else None)
 value("flips_bf16", flips["bfloat16"])
 print(
     f"max |logit difference| alone vs batched {diff:.2e}; smallest top-1 margin {margin:.2e} over "

@@ -29,7 +29,9 @@ VIEWS = [(1280, 900, "light"), (1280, 900, "dark"), (390, 844, "light"), (390, 8
 PROBE = """() => {
   const col = document.querySelector('.md-content__inner');
   if (!col) return {clipped: [], hidden: []};
-  const edge = col.getBoundingClientRect().right + 1;
+  // on a phone Material lets code blocks reach the screen's edges: only what leaves the screen is clipped there
+  const vw = document.documentElement.clientWidth;
+  const edge = (vw < 600 ? vw : col.getBoundingClientRect().right) + 3;
   const scrolls = el => { for (let p = el.parentElement; p && p !== col; p = p.parentElement) {
       const o = getComputedStyle(p).overflowX; if (o === 'auto' || o === 'scroll') return p; } return null; };
   const name = el => el.tagName.toLowerCase() + (el.className && typeof el.className === 'string'
@@ -39,6 +41,7 @@ PROBE = """() => {
     const r = el.getBoundingClientRect();
     if (r.width === 0 || r.height === 0) continue;
     const own = getComputedStyle(el).overflowX;
+    if (el.closest('.md-code__nav, .md-code__button, .md-clipboard')) continue;   // Material's own buttons
     if (r.right > edge && own !== 'auto' && own !== 'scroll' && !scrolls(el) && !el.closest('.md-typeset__scrollwrap'))
       clipped.push(name(el) + ' ' + Math.round(r.right - edge) + ' px: ' + (el.textContent || '').trim().slice(0, 50));
     const o = getComputedStyle(el).overflowX;

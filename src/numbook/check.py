@@ -120,6 +120,8 @@ def _nudge(x: Any, by: float | None = None) -> Any:
     a list of floats element by element; anything else (a shape, a flag, a text) as it is."""
     if isinstance(x, bool):
         return x
+    if by == 0:
+        return x
     if by is not None and isinstance(x, int | float):
         return x + by
     if isinstance(x, int):
@@ -135,7 +137,10 @@ def given(name: str, x: T, *, unit: str | None = None, nudge: float | None = Non
     """Record an input of the problem; the page's Given section must state it.
 
     ``nudge`` is how far ``numbook verify --perturb`` moves this input, where 1% (or one, for a
-    count) would move no claim by the input's nature: a threshold that must cross a data point.
+    count) would move no claim by the input's nature (a threshold that must cross a data point) or
+    would make no valid input (a head count that must divide the width). ``nudge=0`` says that no
+    small change of the input exists: a random seed names a draw, it does not measure anything;
+    ``--perturb`` lists it as not nudged.
     """
     if os.environ.get(PERTURB_ENV) == name:
         x = _nudge(x, nudge)
@@ -146,13 +151,13 @@ def given(name: str, x: T, *, unit: str | None = None, nudge: float | None = Non
     return x
 
 
-def fact(key: str, name: str, *, unit: str | None = None) -> Any:
+def fact(key: str, name: str, *, unit: str | None = None, nudge: float | None = None) -> Any:
     """An input the book takes from outside (a GPU's bandwidth, a model's vocabulary), from the facts file.
 
     Each fact in ``checks/facts.yml`` has a ``value``, a ``source`` (spec sheet, paper or config
     file, by name and version) and the date it was ``read``; one without them is an error. The
     fact is recorded as the input ``name`` (``V = fact("llama2_vocab", "V")`` is ``given("V", …)``
-    with a source), and the page shows the source with the number.
+    with a source), and the page shows the source with the number. ``nudge`` is as for ``given()``.
     """
     import yaml  # the facts file is YAML; pyyaml comes with MkDocs
 
@@ -169,7 +174,7 @@ def fact(key: str, name: str, *, unit: str | None = None) -> Any:
         raise FactError(f"fact {key!r} in {shown} has no {' and no '.join(missing)}: every number taken from "
                         "outside names its source (spec sheet, paper or config file, with its version) and the "
                         "date it was read")
-    x = given(name, entry["value"], unit=unit)
+    x = given(name, entry["value"], unit=unit, nudge=nudge)
     _state["lines"][name] = _caller_line(2)
     _state["facts"][name] = {"key": key, "source": str(entry["source"]), "read": str(entry["read"])}
     return x

@@ -90,7 +90,7 @@ def _nudge_text(x: Any, by: float | None = None) -> tuple[str, bool]:
     moved = _nudge(x, by)
     if isinstance(x, list) and isinstance(moved, list) and moved != x:
         return "each ×1.01", True
-    if moved is x or isinstance(x, bool) or not isinstance(x, int | float):
+    if by == 0 or moved is x or isinstance(x, bool) or not isinstance(x, int | float):
         return format_value(x), False
     return format_value(moved), True
 
@@ -112,8 +112,9 @@ def perturb(results: dict[str, CheckResult], bound: dict[str, set[str]],
         for given, x in base.inputs.items():
             nudged, ok = _nudge_text(x, base.nudges.get(given))
             if not ok:
-                report.rows.append(GivenRow(check, given, format_value(x), nudged, "not nudged",
-                                            note="not a number: a shape, a flag or a text"))
+                why = ("a seed: it names a draw, no small change of it exists" if base.nudges.get(given) == 0
+                       else "not a number: a shape, a flag or a text")
+                report.rows.append(GivenRow(check, given, format_value(x), nudged, "not nudged", note=why))
                 continue
             res = rerun(check, given)
             if not res.ok:

@@ -64,3 +64,26 @@ def test_serve_shows_faults_on_the_page_and_recovers_on_the_next_good_edit(tmp_p
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+def test_serve_dirty_rebuilds_a_page_whose_check_changed_though_the_page_did_not(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    port = _free_port()
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    proc = subprocess.Popen([sys.executable, "-m", "mkdocs", "serve", "--dirty", "--no-strict", "-a",
+                             f"127.0.0.1:{port}"], cwd=root, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/problems/I.1.A01/"
+    try:
+        _wait_for(url, True, "The memory of an embedding table", time.monotonic() + 120)
+        time.sleep(1.0)   # the watcher settles after the first build
+        check = root / "checks" / "i1_a01_embedding.py"
+        check.write_text(check.read_text(encoding="utf-8") + '\nprint("printed by the edited check")\n',
+                         encoding="utf-8")
+        _wait_for(url, True, "printed by the edited check", time.monotonic() + 60)   # only the check was edited
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()

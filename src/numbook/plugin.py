@@ -92,11 +92,13 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         self.claims: dict[str, int] = {}
         self.timings: dict[str, float] = {}
         self.serving = False
+        self.dirty = False
         self.session = Session()
 
     # -- configuration -----------------------------------------------------------------------
     def on_startup(self, *, command: str, dirty: bool) -> None:
         self.serving = command == "serve"
+        self.dirty = dirty
 
     def on_config(self, config: MkDocsConfig) -> MkDocsConfig | None:
         # serve shows a page's faults on the page and keeps serving; a build fails on them
@@ -140,10 +142,28 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         self.session.reporter.report(structure_faults(self.book, problems.name))
         self.results = self.runner.run_many(self.book.checks(), progress=_progress)
         self.timings["checks_s"] = time.perf_counter() - started
+        if self.dirty:
+            self._rebuild_dependents(files)
         if self.config.report and files.get_file_from_path(self.config.report) is None:
             files.append(File.generated(config, self.config.report, content="# Run report\n",
                                         inclusion=InclusionLevel.NOT_IN_NAV))
         return files
+
+    def _rebuild_dependents(self, files: Files) -> None:
+        """``mkdocs serve --dirty`` rebuilds the pages whose source changed; a page whose numbers changed
+        because its check (or a check it binds claims to) ran again is rebuilt too."""
+        ran = {name for name, res in self.results.items() if not res.cached and not res.frozen}
+        if not ran:
+            return
+        stems = {Path(name).stem for name in ran}
+        for f in files.documentation_pages():
+            entry = self.book.entries.get(f.src_uri)
+            if entry is None:
+                continue
+            uses = (entry.check in ran) or any(f"|{s}:" in entry.body or f"|{s}.py:" in entry.body
+                                               or f"sanity:{s}:" in entry.body for s in stems)
+            if uses:
+                f.is_modified = lambda: True  # type: ignore[method-assign]
 
     def _report_page(self, files: Files) -> Page | None:
         f = files.get_file_from_path(self.config.report) if self.config.report else None

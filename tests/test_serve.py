@@ -76,6 +76,8 @@ def test_serve_dirty_rebuilds_a_page_whose_check_changed_though_the_page_did_not
     url = f"http://127.0.0.1:{port}/problems/I.1.A01/"
     try:
         _wait_for(url, True, "The memory of an embedding table", time.monotonic() + 120)
+        report = f"http://127.0.0.1:{port}/report/"   # the generated run report is written by the first build
+        _wait_for(report, True, "What this build did with each check", time.monotonic() + 30)
         time.sleep(1.0)   # the watcher settles after the first build
         check = root / "checks" / "i1_a01_embedding.py"
         check.write_text(check.read_text(encoding="utf-8") + '\nprint("printed by the edited check")\n',

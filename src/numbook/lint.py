@@ -12,6 +12,7 @@ missing sections for one, are reported once).
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -66,7 +67,15 @@ def lint_book(book: Book, checks_dir: Path, problems_dir: str = "problems") -> l
 
 
 def printed_digits(source: str) -> list[tuple[int, str, str]]:
+    """(line, literal, digits) for each digit typed into a string a check prints (see _printed_digits)."""
+    return list(_printed_digits(source))
+
+
+@functools.lru_cache(maxsize=1024)
+def _printed_digits(source: str) -> tuple[tuple[int, str, str], ...]:
     """(line, literal, digits) for each digit typed into a string a check prints.
+
+    Memoized by the source text: ``mkdocs serve`` lints every check on every rebuild.
 
     A printed label such as ``"15% padding"`` or ``"10.74 GB"`` goes stale the day an input
     changes; build it from the value (``f"{pad:.0%} padding"``). Digits inside words
@@ -77,7 +86,7 @@ def printed_digits(source: str) -> list[tuple[int, str, str]]:
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return []
+        return ()
     found: list[tuple[int, str, str]] = []
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"):
@@ -88,7 +97,7 @@ def printed_digits(source: str) -> list[tuple[int, str, str]]:
                 if isinstance(part, ast.Constant) and isinstance(part.value, str):
                     for digits in unbound_numbers(part.value):   # the prose's identifier rule, not a second one
                         found.append((part.lineno, part.value.strip(), digits))
-    return found
+    return tuple(found)
 
 
 def label_faults(book: Book, checks_dir: Path) -> list[Diagnostic]:

@@ -325,7 +325,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             code = standalone.script(check, runner.checks_dir, title=title, page_url=url)
             dest.mkdir(parents=True, exist_ok=True)
             (dest / check.name).write_text(code, encoding="utf-8")
-            key = hashlib.sha256(code.encode("utf-8")).hexdigest()[:24]
+            # the outputs depend on the libraries and the machine as much as on the code
+            stamp = json.dumps([code, runner.versions, runner.device], sort_keys=True)
+            key = hashlib.sha256(stamp.encode("utf-8")).hexdigest()[:24]
             hit = cache / f"{key}.ipynb" if cache is not None else None
             if hit is not None and hit.is_file():
                 shutil.copyfile(hit, dest / f"{check.stem}.ipynb")

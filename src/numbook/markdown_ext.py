@@ -283,7 +283,7 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
     assert ext is not None
     cached = _fence_cache(ext.session, source, output + str(ext.session.run_yourself and ctx.problem))
     if cached is not None and cached.is_file():
-        return cached.read_text(encoding="utf-8")
+        return ext.session.defer(cached.read_text(encoding="utf-8"))
     rendered = str(base_format(language="python", run=lambda *a, **k: output, code=source, md=md, html=True,
                                source="tabbed-right", tabs=(f"Source · {res.check}", "Output"),
                                update_toc=False))
@@ -296,7 +296,7 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(rendered, encoding="utf-8")
         tmp.replace(cached)
-    return rendered
+    return ext.session.defer(rendered)
 
 
 def _fence_cache(session: Session, source: str, output: str) -> Path | None:

@@ -114,8 +114,10 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         if "numbook" not in config.markdown_extensions:
             raise PluginError("the numbook plugin needs the 'numbook' Markdown extension in markdown_extensions")
         cache = self.runner.cache_dir / "html" if self.runner.cache_dir is not None else None
+        # a check's fence (its source and output: a fifth of the site's HTML, none of it searched) is put
+        # into the page after Material's search plugin has parsed the page (on_post_page)
         self.session = Session(reporter, html_cache=cache, render_key=self.render_key,
-                               run_yourself=self.config.run_yourself)
+                               run_yourself=self.config.run_yourself, defer_fences=True)
         config.mdx_configs.setdefault("numbook", {})["session"] = self.session
         if "pymdownx.superfences" not in config.markdown_extensions:
             config.markdown_extensions.append("pymdownx.superfences")
@@ -274,6 +276,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             return html
         faults = self.session.reporter.for_path(entry.path) if entry is not None else []
         return (to_html(_fault_banner(faults)) + html) if faults else html
+
+    def on_post_page(self, output: str, *, page: Page, config: MkDocsConfig) -> str | None:
+        return self.session.fill(output)
 
     def on_serve(self, server: Any, *, config: MkDocsConfig, builder: Any) -> Any:
         server.watch(str(self.config.problems_dir))

@@ -9,6 +9,7 @@ path, which MkDocs gives every conversion (its ``relpath`` tree processor holds 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,9 @@ def page_uri(md: Markdown) -> str | None:
     return str(uri) if uri else None
 
 
+_PLACEHOLDER = re.compile(r'<div class="nb-fence" data-nb-fence="(nb-fence-\d+)"></div>')
+
+
 @dataclass
 class Session:
     """Page contexts by source path, the build's reporter, and where rendered check fences are cached."""
@@ -42,6 +46,22 @@ class Session:
     default: PageContext | None = None      # outside MkDocs: the one page being converted
     records: dict[str, list[Record]] = field(default_factory=dict)   # page path -> its verified markers
     run_yourself: bool = False              # problem pages offer their check as a script and a notebook
+    defer_fences: bool = False              # fences become placeholders, filled in after search indexing
+    fences: dict[str, str] = field(default_factory=dict)   # placeholder token -> the fence's HTML
+
+    def defer(self, html: str) -> str:
+        """A placeholder for ``html`` when fences are deferred (see ``fill``), else ``html`` itself."""
+        if not self.defer_fences:
+            return html
+        token = f"nb-fence-{len(self.fences)}"
+        self.fences[token] = html
+        return f'<div class="nb-fence" data-nb-fence="{token}"></div>'
+
+    def fill(self, html: str) -> str:
+        """Put the deferred fences back into a page's HTML."""
+        if not self.fences or "data-nb-fence=" not in html:
+            return html
+        return _PLACEHOLDER.sub(lambda m: self.fences.get(m.group(1), m.group(0)), html)
 
     def context(self, md: Markdown) -> PageContext | None:
         uri = page_uri(md)

@@ -78,7 +78,7 @@ def test_the_books_perturbation_record_is_clean_and_covers_every_check_as_it_is_
     checks/perturb.json after a change): no dead input, no constant claim, no failure, nothing stale."""
     from numbook.book import Book
     from numbook.config import load_layout
-    from numbook.frozen import tool_dir
+    from numbook.frozen import changed_reads
     from numbook.perturb import load_report, report_path, stale
     from numbook.result import read_header
     from numbook.runner import Runner
@@ -92,5 +92,5 @@ def test_the_books_perturbation_record_is_clean_and_covers_every_check_as_it_is_
     assert {f"checks/{c}" for c in book.checks()} <= {f"checks/{p.name}" for p in checks}
     on_cpu = [f"checks/{p.name}" for p in checks if read_header(p.read_text(encoding="utf-8")).requires != "cuda"]
     assert sorted(record.checked) == on_cpu
-    assert stale(record, runner.file_hash, tool_dir(runner)) == {}
+    assert stale(record, lambda reads: changed_reads(runner, reads)) == {}
     assert record.clean, record.status()

@@ -130,9 +130,7 @@ def load_frozen(runner: Runner, path: Path, rel: str, base: CheckResult, reason:
                        f"{res.source_hash}, the check is now {base.source_hash} (frozen {res.ran_at} on "
                        f"{res.device}); refresh it with `nox -s freeze` on a GPU machine")
         return base
-    tool = tool_dir(runner)
-    changed = [f for f, digest in sorted(res.reads.items())
-               if not (tool and f.startswith(tool)) and runner.file_hash(f) != digest]
+    changed = changed_reads(runner, res.reads)
     if changed:   # what the check read (the harness it imports, its data) is part of the result too
         base.status = Status.FROZEN_STALE
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
@@ -141,6 +139,14 @@ def load_frozen(runner: Runner, path: Path, rel: str, base: CheckResult, reason:
         return base
     res.frozen, res.cached = True, False
     return res
+
+
+def changed_reads(runner: Runner, reads: dict[str, str | None]) -> list[str]:
+    """The files among ``reads`` (project file -> hash when it was read) whose content is not that now,
+    leaving out the tool's own files (see ``tool_dir``): what makes a recorded result stale."""
+    tool = tool_dir(runner)
+    return [f for f, digest in sorted(reads.items())
+            if not (tool and f.startswith(tool)) and runner.file_hash(f) != digest]
 
 
 def tool_dir(runner: Runner) -> str:

@@ -170,16 +170,10 @@ def merge(old: PerturbReport | None, new: PerturbReport, keep: set[str] | None =
                          pick(old.reads, new.reads))
 
 
-def stale(rep: PerturbReport, file_hash: Callable[[str], str | None], skip: str = "") -> dict[str, list[str]]:
-    """Checks whose read files changed since they were nudged: check -> the changed files (``skip``: a prefix
-    of files that are the tool's own machinery, not the check's inputs)."""
-    out: dict[str, list[str]] = {}
-    for check, reads in rep.reads.items():
-        changed = [f for f, digest in sorted(reads.items()) if not (skip and f.startswith(skip))
-                   and file_hash(f) != digest]
-        if changed:
-            out[check] = changed
-    return out
+def stale(rep: PerturbReport, changed: Callable[[dict[str, str | None]], list[str]]) -> dict[str, list[str]]:
+    """Checks whose read files changed since they were nudged: check -> the changed files. ``changed`` is
+    the rule frozen GPU results go stale by (``numbook.frozen.changed_reads``)."""
+    return {check: files for check, reads in rep.reads.items() if (files := changed(reads))}
 
 
 def report_path(checks_dir: Path) -> Path:

@@ -10,11 +10,8 @@ with ``path:line``, so ``mkdocs build --strict`` fails on it.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
-import shutil
-import tempfile
 import time
 import xml.etree.ElementTree as etree
 from concurrent.futures import ThreadPoolExecutor
@@ -33,7 +30,7 @@ from mkdocs.structure.pages import Page
 from . import __version__, standalone
 from .book import Book, Entry, id_key
 from .diagnostics import Diagnostic, Reporter, log
-from .frozen import tool_dir
+from .frozen import changed_reads
 from .ledger import build_ledger, write_ledger
 from .lint import label_faults, orphan_faults, structure_faults
 from .markdown_ext import check_formatter, check_validator
@@ -223,7 +220,8 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             page.meta["hide"] = ["toc"]  # a wide table: give it the room of the table of contents
             assert self.runner is not None
             record = load_report(report_path(self.runner.checks_dir))
-            changed = stale(record, self.runner.file_hash, tool_dir(self.runner)) if record else {}
+            runner = self.runner
+            changed = stale(record, lambda reads: changed_reads(runner, reads)) if record else {}
             return report_markdown(self.book, self.results, self._result, uri, perturbed=record, stale=changed)
         entry = self.book.entries.get(uri)
         if entry is None or entry.failed:
@@ -304,56 +302,35 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         log.info(f"numbook: {len(unique)} checks ({len(ran)} ran, {cached} from cache) "
                  f"in {self.timings.get('checks_s', 0):.2f} s")
 
-
     def _run_yourself(self, config: MkDocsConfig) -> list[Diagnostic]:
         """Write each problem's check as a script and an executed notebook next to its page."""
         assert self.runner is not None
         runner = self.runner
         site_url = (config.site_url or "").rstrip("/")
-        jobs: list[tuple[Entry, Path, Path]] = []
+        jobs: list[tuple[Entry, Path, Path, str]] = []
         for _, entry in sorted(self.book.problems.items()):
             if not entry.check:
                 continue
             res = self._result(entry.check)
             if not res.ok or res.frozen:
                 continue   # a failed check is already a fault; a GPU check cannot run on a reader's CPU
-            check = runner.root / res.check
-            dest = Path(config.site_dir) / Path(File(entry.uri, "", "", config.use_directory_urls).dest_uri).parent
-            jobs.append((entry, check, dest))
+            page = File(entry.uri, "", "", config.use_directory_urls)
+            jobs.append((entry, runner.root / res.check, Path(config.site_dir) / Path(page.dest_uri).parent,
+                         f"{site_url}/{page.url}" if site_url else ""))
         cache = runner.cache_dir / "notebooks" if runner.cache_dir is not None else None
+        may_run = not os.environ.get(CACHED_ONLY_ENV)
+        if not may_run:
+            log.info(f"numbook: notebooks not in the cache are written without outputs ({CACHED_ONLY_ENV})")
 
-        def one(job: tuple[Entry, Path, Path]) -> Diagnostic | None:
-            entry, check, dest = job
-            pid = entry.pmeta.id
-            title = f"{pid} · {entry.pmeta.title}"
-            url = f"{site_url}/{File(entry.uri, '', '', config.use_directory_urls).url}" if site_url else ""
-            code = standalone.script(check, runner.checks_dir, title=title, page_url=url)
-            dest.mkdir(parents=True, exist_ok=True)
-            (dest / check.name).write_text(code, encoding="utf-8")
-            # the outputs depend on the libraries and the machine as much as on the code
-            stamp = json.dumps([code, runner.versions, runner.device], sort_keys=True)
-            key = hashlib.sha256(stamp.encode("utf-8")).hexdigest()[:24]
-            hit = cache / f"{key}.ipynb" if cache is not None else None
-            if hit is not None and hit.is_file():
-                shutil.copyfile(hit, dest / f"{check.stem}.ipynb")
-                return None
-            intro = (f"The check of [{pid}]({url or '.'}), cell by cell, as the book ran it for its build. "
-                     "Change a `given(...)` and run the cells again.")
-            nb = standalone.notebook(code, title=title, intro=intro)
-            if os.environ.get(CACHED_ONLY_ENV):
-                log.info(f"numbook: {entry.path}: notebook written without outputs ({CACHED_ONLY_ENV} runs nothing)")
-            else:
-                try:
-                    with tempfile.TemporaryDirectory() as tmp:
-                        nb = standalone.execute(nb, Path(tmp), timeout=int(self.config.timeout))
-                except standalone.NotebookError as exc:
-                    return Diagnostic(entry.path, entry.lines.get("check", 1),
-                                      f"the notebook generated from {runner.rel(check)} raised: {exc}")
-            text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
-            (dest / f"{check.stem}.ipynb").write_text(text, encoding="utf-8")
-            if hit is not None and not os.environ.get(CACHED_ONLY_ENV):
-                hit.parent.mkdir(parents=True, exist_ok=True)
-                hit.write_text(text, encoding="utf-8")
+        def one(job: tuple[Entry, Path, Path, str]) -> Diagnostic | None:
+            entry, check, dest, url = job
+            try:
+                standalone.offer(check, runner.checks_dir, dest, pid=entry.pmeta.id, title=entry.pmeta.title,
+                                 page_url=url, cache=cache, environment=[runner.versions, runner.device],
+                                 run=may_run, timeout=int(self.config.timeout))
+            except standalone.NotebookError as exc:
+                return Diagnostic(entry.path, entry.lines.get("check", 1),
+                                  f"the notebook generated from {runner.rel(check)} raised: {exc}")
             return None
 
         started = time.perf_counter()

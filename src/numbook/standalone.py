@@ -13,14 +13,17 @@ notebooks are run at build time. The plugin offers both next to each problem pag
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["script", "notebook", "execute", "NotebookError"]
+__all__ = ["script", "notebook", "execute", "offer", "NotebookError"]
 
 _API = re.compile(r"^from numbook\.check import (?P<names>[^\n]+)\n", re.M)
 _HELPER = re.compile(r"^from (?P<mod>_\w+) import (?P<names>[^\n]+)\n", re.M)
@@ -141,3 +144,33 @@ def execute(nb: dict[str, Any], cwd: Path, timeout: int = 600) -> dict[str, Any]
         raise NotebookError(text.splitlines()[-1] if text else "a cell raised") from None
     out: dict[str, Any] = json.loads(nbformat.writes(node))  # type: ignore[no-untyped-call,unused-ignore]
     return out
+
+
+def offer(check: Path, checks_dir: Path, dest: Path, *, pid: str, title: str, page_url: str = "",
+          cache: Path | None = None, environment: Any = None, run: bool = True, timeout: int = 600) -> None:
+    """Write ``check`` into ``dest`` as a script and as a notebook executed there (raises NotebookError).
+
+    Executed notebooks are cached in ``cache`` by the script and ``environment`` (the library
+    versions and the device: the outputs depend on them as much as on the code). With
+    ``run=False`` (a build that may run nothing) an uncached notebook is written without outputs.
+    """
+    heading = f"{pid} · {title}"
+    code = script(check, checks_dir, title=heading, page_url=page_url)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / check.name).write_text(code, encoding="utf-8")
+    stamp = json.dumps([code, environment], sort_keys=True, default=str)
+    hit = cache / f"{hashlib.sha256(stamp.encode('utf-8')).hexdigest()[:24]}.ipynb" if cache is not None else None
+    if hit is not None and hit.is_file():
+        shutil.copyfile(hit, dest / f"{check.stem}.ipynb")
+        return
+    intro = (f"The check of [{pid}]({page_url or '.'}), cell by cell, as the book ran it for its build. "
+             "Change a `given(...)` and run the cells again.")
+    nb = notebook(code, title=heading, intro=intro)
+    if run:
+        with tempfile.TemporaryDirectory() as tmp:
+            nb = execute(nb, Path(tmp), timeout=timeout)
+    text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
+    (dest / f"{check.stem}.ipynb").write_text(text, encoding="utf-8")
+    if hit is not None and run:
+        hit.parent.mkdir(parents=True, exist_ok=True)
+        hit.write_text(text, encoding="utf-8")

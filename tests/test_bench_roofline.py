@@ -84,3 +84,17 @@ def test_max_sequences() -> None:
     mem = weight_bytes(CFG, "fp32") + 10 * 16 * KVB_FP32 + 5
     assert max_sequences(CFG, "fp32", memory_bytes=mem, seq_len=16) == 10
     assert max_sequences(CFG, "fp32", memory_bytes=100, seq_len=16) == 0
+
+
+def test_an_fp8_cache_is_one_byte_an_element_and_the_model_refuses_to_run_in_fp8():
+    from servebench.config import ModelConfig, dtype_bytes
+    from servebench.memory import kv_bytes_per_token
+    from servebench.model import torch_dtype
+
+    cfg = ModelConfig(layers=32, d_model=4096, heads=32, kv_heads=8)
+    assert dtype_bytes("fp8") == 1
+    assert 2 * kv_bytes_per_token(cfg, "fp8") == kv_bytes_per_token(cfg, "bf16") == 131_072
+    with pytest.raises(ValueError, match="runs in 'fp32' or 'bf16', not 'fp8'"):
+        torch_dtype("fp8")
+    with pytest.raises(ValueError, match="unknown dtype 'fp16'"):
+        dtype_bytes("fp16")

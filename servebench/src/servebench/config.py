@@ -17,15 +17,19 @@ __all__ = ["ModelConfig", "BenchConfig", "PRESETS", "preset", "DType", "dtype_by
 
 DType = Literal["fp32", "bf16"]
 
-_DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2}
+_DTYPE_BYTES: dict[str, int] = {"fp32": 4, "bf16": 2, "fp8": 1}
 
 
 def dtype_bytes(dtype: str) -> int:
-    """Bytes per element of a dtype name: ``fp32`` is 4, ``bf16`` is 2."""
+    """Bytes per element of a dtype name: ``fp32`` is 4, ``bf16`` is 2, ``fp8`` is 1.
+
+    ``fp8`` is there for the memory arithmetic of an fp8 KV cache (``kv_bytes_per_token``,
+    ``kv_cache_bytes``); the built-in model itself runs in ``fp32`` or ``bf16`` only.
+    """
     try:
         return _DTYPE_BYTES[dtype]
     except KeyError:
-        raise ValueError(f"unknown dtype {dtype!r}: use 'fp32' or 'bf16'") from None
+        raise ValueError(f"unknown dtype {dtype!r}: use 'fp32', 'bf16' or 'fp8'") from None
 
 
 @dataclass(frozen=True)

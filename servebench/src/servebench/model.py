@@ -27,9 +27,16 @@ __all__ = ["DecoderLM", "KVCache", "torch_dtype"]
 
 
 def torch_dtype(dtype: str) -> torch.dtype:
-    """The torch dtype of a dtype name (``fp32`` or ``bf16``)."""
+    """The torch dtype the built-in model runs in, by name (``fp32`` or ``bf16``).
+
+    ``fp8`` is a storage size for the memory arithmetic only (:func:`~servebench.config.dtype_bytes`):
+    the model does not compute in it, so asking for it is an error, not a silent bf16.
+    """
     dtype_bytes(dtype)  # validates the name
-    return torch.float32 if dtype == "fp32" else torch.bfloat16
+    runs_in = {"fp32": torch.float32, "bf16": torch.bfloat16}
+    if dtype not in runs_in:
+        raise ValueError(f"the built-in model runs in 'fp32' or 'bf16', not {dtype!r}")
+    return runs_in[dtype]
 
 
 class KVCache:

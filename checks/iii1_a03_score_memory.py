@@ -1,0 +1,226 @@
+"""III.1.A03 — The memory of the (B, H, T, T) score tensor, and why fused attention never holds it.
+
+The bytes of the scores at Llama 3 8B's context come from .nbytes of meta tensors (fp32 and bf16),
+compared with Q and K, and the bytes the explicit route would keep for the backward come from the
+autograd saved-tensor hooks on meta tensors. Then, at a moderate length on real CPU tensors,
+torch.profiler (profile_memory=True) records every allocation of the explicit
+softmax(QK^T / sqrt(Dh)) V and of F.scaled_dot_product_attention: the explicit route allocates
+(B, H, T, T) buffers, the fused flash-attention kernel allocates nothing near that size.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.profiler import ProfilerActivity, profile
+
+from numbook.check import fact, given, sanity, value
+
+MB, GB, MiB, GiB = 10**6, 10**9, 2**20, 2**30
+# The fused kernel's working buffers are per thread; capping the threads keeps the measured bounds
+# true on a machine with many cores (the explicit route's allocations do not depend on threads).
+torch.set_num_threads(min(torch.get_num_threads(), 4))
+
+
+def row(label, *cells, w=40, cw=16):
+    print(f"  {label:<{w}}" + "".join(f"{c:>{cw}}" for c in cells))
+
+
+d = fact("llama3_8b_hidden", "d", nudge=32)          # nudged by a head count: the heads must divide it
+H = fact("llama3_8b_heads", "H", nudge=32)           # doubled: it must divide d, and H_kv must divide it
+Hkv = fact("llama3_8b_kv_heads", "Hkv", nudge=8)     # doubled: it must divide H
+layers = fact("llama3_8b_layers", "layers")
+T = fact("llama3_8b_context", "T")
+B = given("B", 1)
+Dh = value("Dh", d // H)
+value("group", H // Hkv)
+
+# -- Step 1: the analytic bytes, from meta tensors ---------------------------------------------------
+meta = dict(device="meta")
+S32 = torch.empty(B, H, T, T, dtype=torch.float32, **meta)
+S16 = torch.empty(B, H, T, T, dtype=torch.bfloat16, **meta)
+Q16 = torch.empty(B, H, T, Dh, dtype=torch.bfloat16, **meta)
+K16 = torch.empty(B, Hkv, T, Dh, dtype=torch.bfloat16, **meta)
+value("score_shape", S32.shape)
+value("score_numel", S32.numel())
+s32 = value("score_fp32_bytes", S32.nbytes)
+s16 = value("score_bf16_bytes", S16.nbytes)
+value("score_fp32_gib", s32 / GiB)
+value("score_fp32_gb", s32 / GB)
+value("score_bf16_gib", s16 / GiB)
+value("score_bf16_gb", s16 / GB)
+value("q_bf16_mib", Q16.nbytes / MiB)
+value("k_bf16_mib", K16.nbytes / MiB)
+s_over_q = value("score_over_q", S16.nbytes / Q16.nbytes)
+s_over_k = value("score_over_k", S16.nbytes / K16.nbytes)
+print(f"Llama 3 8B, one layer, B = {B}, T = {T:,} (meta tensors: shapes, no storage)")
+row("tensor", "shape", "bytes", "GiB")
+row("scores fp32", str(tuple(S32.shape)), f"{s32:,}", f"{s32 / GiB:.3f}")
+row("scores bf16", str(tuple(S16.shape)), f"{s16:,}", f"{s16 / GiB:.3f}")
+row("Q bf16", str(tuple(Q16.shape)), f"{Q16.nbytes:,}", f"{Q16.nbytes / GiB:.4f}")
+row("K bf16", str(tuple(K16.shape)), f"{K16.nbytes:,}", f"{K16.nbytes / GiB:.4f}")
+row("scores / Q", f"{s_over_q:.1f}")
+row("scores / K", f"{s_over_k:.1f}")
+sanity("score_bytes_closed_form", s32 == B * H * T * T * 4 and s16 * 2 == s32,
+       ".nbytes equals B H T^2 times 4 bytes in fp32, and bf16 is half", operands=(s32, B * H * T * T * 4))
+sanity("score_over_q_is_T_over_Dh", math.isclose(s_over_q, T / Dh) and math.isclose(s_over_k, T / Dh * H / Hkv),
+       "the scores are T / Dh times Q, and T / Dh times H / H_kv times K", operands=(s_over_q, T / Dh))
+
+# -- Step 2: what the explicit route keeps for the backward, per layer, from the saved-tensor hooks -----
+saved = []
+
+
+def pack(t):
+    saved.append((tuple(t.shape), t.nbytes))
+    return t
+
+
+qm, km, vm = (torch.empty(B, H, T, Dh, dtype=torch.bfloat16, device="meta", requires_grad=True)
+              for _ in range(3))
+with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    _ = (qm @ km.transpose(-2, -1) / math.sqrt(Dh)).softmax(dim=-1) @ vm
+largest_saved = value("saved_largest_bytes", max(nb for _, nb in saved))
+n_square = value("saved_square_count", sum(1 for sh, _ in saved if sh[-2:] == (T, T)))
+sanity("backward_keeps_scores", largest_saved == s16 and n_square >= 1,
+       "autograd saves a (B, H, T, T) tensor for the backward of the explicit route",
+       operands=(largest_saved, s16))
+all_layers = value("saved_all_layers_gb", layers * largest_saved / GB)
+value("saved_all_layers_gib", layers * largest_saved / GiB)
+h100_gb = fact("h100_sxm_memory_gb", "h100_gb")
+sanity("all_layers_exceed_h100", layers * largest_saved > h100_gb * GB,
+       "one saved score tensor per layer exceeds an H100's memory", operands=(all_layers, h100_gb))
+value("all_layers_over_h100", all_layers / h100_gb)
+print(f"\nSaved for the backward of the explicit route (bf16): {len(saved)} tensors")
+print(f"  {n_square} of shape (B, H, T, T), the largest {largest_saved:,} bytes")
+print(f"  one per layer, {layers} layers: {all_layers:.1f} GB, against an H100's {h100_gb} GB")
+
+# -- Step 3: measured, at a moderate length on real tensors --------------------------------------------
+Tm = given("T_meas", 1024)
+g = torch.Generator().manual_seed(0)
+q, k, v = (torch.randn(B, H, Tm, Dh, generator=g) for _ in range(3))
+score_m = value("meas_score_bytes", torch.empty(B, H, Tm, Tm, device="meta").nbytes)
+out_m = value("meas_out_bytes", torch.empty(B, H, Tm, Dh, device="meta").nbytes)
+lse_m = value("meas_lse_bytes", torch.empty(B, H, Tm, device="meta").nbytes)
+value("meas_score_mib", score_m / MiB)
+value("meas_out_mib", out_m / MiB)
+value("out_over_score", out_m / score_m)
+
+
+def explicit():
+    s = q @ k.transpose(-2, -1) / math.sqrt(Dh)
+    a = s.softmax(dim=-1)
+    return a @ v
+
+
+def fused():
+    return F.scaled_dot_product_attention(q, k, v)
+
+
+def lean():
+    """The explicit route without the extra copies: scale Q (small), then a softmax in place."""
+    s = (q * (1 / math.sqrt(Dh))) @ k.transpose(-2, -1)
+    s -= s.amax(dim=-1, keepdim=True)
+    s.exp_()
+    s /= s.sum(dim=-1, keepdim=True)
+    return s @ v
+
+
+def measure(fn):
+    """Run fn under the profiler; return its output, every allocation (bytes > 0) and the peak above the start.
+
+    The events are read through the profiler's kineto results (not a public torch API), as checks/_memory.py does.
+    """
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        out = fn()
+    events = prof.profiler.kineto_results.events()
+    mem = sorted((e for e in events if e.name() == "[memory]"), key=lambda e: e.start_ns())
+    cur = peak = 0
+    for e in mem:
+        cur += e.nbytes()
+        peak = max(peak, cur)
+    ops = {e.name() for e in events if e.name() != "[memory]"}
+    return out, [e.nbytes() for e in mem if e.nbytes() > 0], peak, ops
+
+
+o_exp, allocs_exp, peak_exp, ops_exp = measure(explicit)
+o_fused, allocs_fused, peak_fused, ops_fused = measure(fused)
+o_lean, allocs_lean, peak_lean, _ = measure(lean)
+with sdpa_kernel(SDPBackend.MATH):            # the same call, forced onto PyTorch's math fallback
+    o_math, allocs_math, peak_math, _ = measure(fused)
+del o_math
+MEAS = "profiled on this machine (torch.profiler, profile_memory=True)"
+largest_exp = value("explicit_largest_bytes", max(allocs_exp), measured=MEAS)
+largest_fused = value("fused_largest_bytes", max(allocs_fused), measured=MEAS)
+value("explicit_peak_over_score", peak_exp / score_m, measured=MEAS)
+value("fused_peak_over_score", peak_fused / score_m, measured=MEAS)
+value("fused_largest_over_score", largest_fused / score_m, measured=MEAS)
+n_exp_square = value("explicit_score_allocs", sum(1 for a in allocs_exp if a == score_m),
+                     fixed="the explicit route writes three (B, H, T, T) tensors: Q K^T, the scaling, the softmax")
+diff = value("fused_vs_explicit", (o_fused - o_exp).abs().max(),
+             fixed="a rounding difference between two fp32 kernels: fp32's precision sets its size, not the inputs")
+kernel = "aten::_scaled_dot_product_flash_attention_for_cpu"
+
+print(f"\nMeasured on real fp32 tensors: B = {B}, H = {H}, T = {Tm:,}, D_h = {Dh}")
+print(f"  the scores would take {score_m:,} bytes")
+row("route", "largest alloc", "peak", "peak / scores")
+row("explicit softmax(QK^T/sqrt(Dh))V", f"{largest_exp:,}", f"{peak_exp:,}", f"{peak_exp / score_m:.3f}")
+row("F.scaled_dot_product_attention", f"{largest_fused:,}", f"{peak_fused:,}", f"{peak_fused / score_m:.3f}")
+row("explicit, scaled Q and in-place softmax", f"{max(allocs_lean):,}", f"{peak_lean:,}",
+    f"{peak_lean / score_m:.3f}")
+row("  the same, math backend", f"{max(allocs_math):,}", f"{peak_math:,}", f"{peak_math / score_m:.3f}")
+print(f"  explicit allocations: {', '.join(f'{a:,}' for a in allocs_exp if a > 1024)}")
+print(f"  fused allocations:    {', '.join(f'{a:,}' for a in allocs_fused)}")
+print(f"  fused kernel seen by the profiler: {kernel in ops_fused}; max |fused - explicit| = {diff:.1e}")
+
+sanity("explicit_allocates_scores", largest_exp >= score_m and n_exp_square >= 2,
+       "the explicit route allocates (B, H, T, T) buffers", operands=(largest_exp, score_m))
+sanity("explicit_peak_two_scores", peak_exp >= 2 * score_m,
+       "the explicit route holds two score-sized tensors at once", operands=(peak_exp, 2 * score_m))
+sanity("fused_largest_is_output", largest_fused == out_m and largest_fused < score_m,
+       "the fused kernel's largest allocation is its (B, H, T, Dh) output, far below the scores",
+       operands=(largest_fused, out_m))
+sanity("fused_peak_small", peak_fused < score_m / 4, "the fused kernel peaks under a quarter of the scores",
+       operands=(peak_fused, score_m / 4))
+sanity("fused_is_flash_kernel", kernel in ops_fused and kernel not in ops_exp,
+       "on CPU, F.scaled_dot_product_attention runs the fused flash-attention kernel")
+value("lean_peak_over_score", peak_lean / score_m, measured=MEAS)
+n_lean = value("lean_score_allocs", sum(1 for a in allocs_lean if a == score_m),
+               fixed="the lean route writes one (B, H, T, T) tensor, the product, and works on it in place")
+diff_lean = (o_lean - o_exp).abs().max().item()
+sanity("lean_one_buffer", n_lean == 1 and score_m <= peak_lean < 2 * score_m and diff_lean < 1e-5,
+       "scaling Q and a softmax in place leave one score-sized buffer, still a full one",
+       operands=(peak_lean, 2 * score_m))
+largest_math = value("math_largest_bytes", max(allocs_math), measured=MEAS)
+sanity("math_backend_materialises", largest_math >= score_m,
+       "forced onto the math backend, the same call allocates a (B, H, T, T) buffer", operands=(largest_math, score_m))
+sanity("fused_matches_explicit", diff < 1e-5, "both routes give the same output", operands=(float(diff), 1e-5))
+# what the kernel keeps besides the output: one log-sum-exp per row, (B, H, T) in fp32
+o2, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)[:2]
+value("lse_shape", lse.shape)
+sanity("lse_allocated", lse.nbytes == lse_m and lse_m in allocs_fused,
+       "the kernel allocates one fp32 log-sum-exp per query row, (B, H, T)", operands=(lse.nbytes, lse_m))
+
+# -- Variation: the context at which one layer's scores pass an H100's memory ---------------------------
+
+
+def first_T_over(limit, dtype):
+    """Smallest T whose (B, H, T, T) meta tensor of this dtype takes more than limit bytes (bisection)."""
+    lo, hi = 1, 1 << 22
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if torch.empty(B, H, mid, mid, dtype=dtype, device="meta").nbytes > limit:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+T_over16 = value("T_over_h100_bf16", first_T_over(h100_gb * GB, torch.bfloat16))
+T_over32 = value("T_over_h100_fp32", first_T_over(h100_gb * GB, torch.float32))
+closed16 = math.isqrt(h100_gb * GB // (B * H * 2)) + 1
+closed32 = math.isqrt(h100_gb * GB // (B * H * 4)) + 1
+value("T_over_bf16_ctx", T_over16 / T)
+print(f"\nVariation: one layer's scores pass {h100_gb} GB from T = {T_over16:,} (bf16), {T_over32:,} (fp32)")
+sanity("threshold_closed_form", T_over16 == closed16 and T_over32 == closed32,
+       "the probe agrees with floor(sqrt(limit / (B H bytes))) + 1", operands=(T_over16, closed16))

@@ -65,7 +65,7 @@ _BOUNDS = [
     ("\\geq", ">="), ("\\leq", "<="), ("\\ge", ">="), ("\\le", "<="),
 ]
 _SIGN = r"[+\-−]"
-_SEP = r"(?:,|\{,\}|\\,| | )"   # thousands separators: comma, TeX {,} and \, , space, thin space
+_SEP = r"(?:,|\{,\}|\\,| |\u2009|\u202f)"   # thousands: comma, TeX {,} and \, , space, thin and narrow no-break space
 _NUM = rf"{_SIGN}?(?:\d{{1,3}}(?:{_SEP}\d{{3}})+|\d+)(?:\.\d+)?"
 _SCI = re.compile(
     rf"^(?P<m>{_SIGN}?\d+(?:\.\d+)?)\s*(?:[eE](?P<e1>{_SIGN}?\d+)|(?:×|x|\\times|\\cdot|·)\s*10\s*\^\s*"

@@ -76,8 +76,11 @@ def script(check: Path, checks_dir: Path, *, title: str, page_url: str = "") -> 
 
 
 def _facts(src: str, checks_dir: Path) -> dict[str, Any]:
-    keys = set(re.findall(r"fact\(\s*[\"'](\w+)[\"']", src))
+    """The facts the check reads: those named by a literal key, or all of them when a key is computed."""
+    keys = set(re.findall(r"\bfact\(\s*[\"'](\w+)[\"']", src))
     data = yaml.safe_load((checks_dir / "facts.yml").read_text(encoding="utf-8")) or {}
+    if re.search(r"\bfact\(\s*(?![\"'\s])", src):   # fact(f"{model}_layers", ...): any key may be read
+        keys = set(data)
     return {k: data[k]["value"] for k in sorted(keys) if k in data}
 
 

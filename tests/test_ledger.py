@@ -64,3 +64,39 @@ def test_diff_refuses_a_file_that_is_no_ledger(tmp_path: Path) -> None:
     proc = _diff(str(bad), str(bad))
     assert proc.returncode == 2
     assert proc.stderr.strip() == f"numbook diff: {bad} is not a numbook ledger (format 1)"
+
+
+def _ledger(path: Path, claims: list[dict[str, object]]) -> Path:
+    base = {"page": "problems/I.2.A05.md", "check": "checks/t.py", "device": "cpu", "ran_at": "2026-12-03 05:00 UTC",
+            "ok": True, "versions": {"torch": "2.13.0+cpu"}}
+    path.write_text(json.dumps({"numbook_ledger": 1, "built": "2026-12-03 05:00 UTC",
+                                "claims": [{**base, **c} for c in claims]}), encoding="utf-8")
+    return path
+
+
+def test_diff_tells_a_measured_value_that_moved_from_a_computed_one(tmp_path: Path) -> None:
+    """A timing moves between any two runs; a computed number that moves is news. The diff says which is which,
+    and --ignore-measured leaves out the timings whose written form held (a ledger without the field still reads)."""
+    old = _ledger(tmp_path / "old.json", [
+        {"line": 61, "name": "bw_ratio", "written": "< 3", "value": "2.28", "measured": "timed on this machine"},
+        {"line": 62, "name": "ridge", "written": "295", "value": "295.2"}])
+    new = _ledger(tmp_path / "new.json", [
+        {"line": 61, "name": "bw_ratio", "written": "< 3", "value": "0.87", "measured": "timed on this machine",
+         "versions": {"torch": "2.14.1"}},
+        {"line": 62, "name": "ridge", "written": "295", "value": "295.4", "versions": {"torch": "2.14.1"}}])
+    both = _diff(str(old), str(new), "--fail-on-change")
+    assert both.returncode == 1
+    assert both.stdout.splitlines() == [
+        "problems/I.2.A05.md:",
+        "  ~ bw_ratio (line 61): computed 2.28 → 0.87 (measured: timed on this machine); "
+        "with torch 2.13.0+cpu → 2.14.1",
+        "  ~ ridge (line 62): computed 295.2 → 295.4; with torch 2.13.0+cpu → 2.14.1",
+        "numbook diff: 2 published numbers changed on 1 pages (1 of them measured values, which move between any "
+        "two runs; 1 computed)"]
+    only = _diff(str(old), str(new), "--ignore-measured", "--fail-on-change")
+    assert only.returncode == 1 and "bw_ratio" not in only.stdout and "ridge" in only.stdout
+    timings = _ledger(tmp_path / "t.json", [
+        {"line": 61, "name": "bw_ratio", "written": "< 3", "value": "0.5", "measured": "timed on this machine"},
+        {"line": 62, "name": "ridge", "written": "295", "value": "295.2"}])
+    quiet = _diff(str(old), str(timings), "--ignore-measured", "--fail-on-change")
+    assert (quiet.returncode, quiet.stdout.strip()) == (0, "numbook diff: no published number changed")

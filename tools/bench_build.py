@@ -66,10 +66,33 @@ def median(root: Path, cmd: list[str], repeat: int) -> tuple[float, list[Timed]]
     return statistics.median(r.seconds for r in runs), runs
 
 
+def _plugins(root: Path) -> list[object]:
+    """The ``plugins`` list of the project's mkdocs.yml, as data (tags such as ``!ENV`` read as null)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("", lambda loader, suffix, node: None)
+    config = yaml.load((root / "mkdocs.yml").read_text(encoding="utf-8"), Loader=Loader) or {}  # noqa: S506
+    return list(config.get("plugins") or [])
+
+
 def inherit(root: Path, name: str, options: dict[str, object], strict: bool = True) -> str:
-    """A config that INHERITs mkdocs.yml and overrides numbook plugin options (and ``strict``)."""
-    lines = ["INHERIT: mkdocs.yml", f"strict: {json.dumps(strict)}", "plugins:", "  numbook:"]
-    lines += [f"    {k}: {json.dumps(v)}" for k, v in options.items()]
+    """A config that INHERITs mkdocs.yml and overrides numbook plugin options (and ``strict``).
+
+    MkDocs merges an inherited *list* of plugins by replacing it, so the override repeats the whole
+    list (search, the notebook plugin, ...) with only numbook's options changed: the site built is
+    the same site, with the same plugins, as the project's own build.
+    """
+    plugins: list[object] = []
+    for item in _plugins(root):
+        key = item if isinstance(item, str) else next(iter(item))  # type: ignore[call-overload]
+        opts = {} if isinstance(item, str) else dict(item[key] or {})  # type: ignore[index]
+        if key == "numbook":
+            opts.update(options)
+        plugins.append({key: opts} if opts else key)
+    lines = ["INHERIT: mkdocs.yml", f"strict: {json.dumps(strict)}", f"plugins: {json.dumps(plugins)}"]
     (root / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     return name
 

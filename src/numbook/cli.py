@@ -215,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("old", type=Path, help="the earlier ledger, e.g. the deployed site's numbers.json")
     d.add_argument("new", type=Path, help="the later ledger, e.g. site/numbers.json of this build")
     d.add_argument("--fail-on-change", action="store_true", help="exit 1 when any published number changed")
+    d.add_argument("--ignore-measured", action="store_true",
+                   help="leave out measured values (timings) whose written form held: they move between any two runs")
     args = parser.parse_args(argv)
     try:
         return _command(args)
@@ -230,6 +232,8 @@ def _command(args: Any) -> int:
         except (OSError, ValueError, TypeError) as exc:
             print(f"numbook diff: {exc}", file=sys.stderr)
             return 2
+        if args.ignore_measured:
+            changes = [c for c in changes if not c.measured]
         print(format_diff(changes))
         return 1 if changes and args.fail_on_change else 0
     root = args.root.resolve()

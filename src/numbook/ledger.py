@@ -12,8 +12,9 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from .claims import format_value
 from .result import CheckResult
@@ -36,6 +37,7 @@ class Entry:
     versions: dict[str, str]
     ran_at: str
     ok: bool
+    measured: str = ""   # what was measured on the build machine (a timing): it moves between any two runs
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -51,16 +53,26 @@ def build_ledger(records: dict[str, list[Record]], result: Callable[[str], Check
                 continue
             res = result(rec.check)
             out.append(Entry(page, rec.line, rec.name, rec.shown, format_value(rec.value), rec.check, rec.device,
-                             dict(res.versions), rec.ran_at, rec.ok))
+                             dict(res.versions), rec.ran_at, rec.ok, res.measured.get(rec.name, "")))
     return out
 
 
 def write_ledger(path: Path, entries: Iterable[Entry], built: _dt.datetime | None = None) -> None:
     data = {"numbook_ledger": LEDGER_FORMAT,
             "built": (built or _dt.datetime.now(_dt.UTC)).strftime("%Y-%m-%d %H:%M UTC"),
-            "claims": [asdict(e) for e in entries]}
+            "claims": [_as_dict(e) for e in entries]}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+_FIELDS = tuple(f.name for f in fields(Entry))
+
+
+def _as_dict(e: Entry) -> dict[str, Any]:
+    """An entry as JSON data (dataclasses.asdict deep-copies each field: half of writing a ledger)."""
+    out = {name: getattr(e, name) for name in _FIELDS}
+    out["versions"] = dict(e.versions)
+    return out
 
 
 def read_ledger(path: Path) -> list[Entry]:
@@ -78,6 +90,12 @@ class Change:
     old: Entry | None
     new: Entry | None
 
+    @property
+    def measured(self) -> bool:
+        """A measured value (a timing) whose written form did not change: run-to-run noise, not a new result."""
+        return (self.old is not None and self.new is not None and bool(self.old.measured or self.new.measured)
+                and self.old.written == self.new.written)
+
     def describe(self) -> str:
         if self.old is None and self.new is not None:
             return f"  + {self.name} = {self.new.value} (line {self.new.line}, written {self.new.written})"
@@ -87,6 +105,8 @@ class Change:
         parts = []
         if self.old.value != self.new.value:
             parts.append(f"computed {self.old.value} → {self.new.value}")
+            if self.measured:
+                parts[-1] += f" (measured: {self.new.measured or self.old.measured})"
         if self.old.written != self.new.written:
             parts.append(f"written {self.old.written} → {self.new.written}")
         vers = {k: (self.old.versions.get(k), v) for k, v in self.new.versions.items() if self.old.versions.get(k) != v}
@@ -127,5 +147,8 @@ def format_diff(changes: list[Change]) -> str:
             out.append(f"{page}:")
         out.append(c.describe())
     pages = len({c.page for c in changes})
-    out.append(f"numbook diff: {len(changes)} published numbers changed on {pages} pages")
+    noise = sum(c.measured for c in changes)
+    out.append(f"numbook diff: {len(changes)} published numbers changed on {pages} pages"
+               + (f" ({noise} of them measured values, which move between any two runs; "
+                  f"{len(changes) - noise} computed)" if noise else ""))
     return "\n".join(out)

@@ -57,6 +57,7 @@ class ClaimPreprocessor(Preprocessor):
         rep = verify_page("\n".join(lines), ctx)
         self.ext.session.reporter.report(rep.diagnostics)
         self.ext.session.records[ctx.path] = rep.records
+        self.ext.session.claims[ctx.path] = rep.claims
         self.ext.last_report = rep
         self.math: list[tuple[str, Record]] = []
         out = rewrite(rep.text, rep.records, self.emit)

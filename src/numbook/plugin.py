@@ -222,7 +222,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             record = load_report(report_path(self.runner.checks_dir))
             runner = self.runner
             changed = stale(record, lambda reads: changed_reads(runner, reads)) if record else {}
-            return report_markdown(self.book, self.results, self._result, uri, perturbed=record, stale=changed)
+            # MkDocs converts the report last (it is the last file): every other page has been verified
+            return report_markdown(self.book, self.results, self._result, uri, perturbed=record, stale=changed,
+                                   known=self.session.claims)
         entry = self.book.entries.get(uri)
         if entry is None or entry.failed:
             return markdown  # a page whose front matter failed: that one fault, not one per claim below it
@@ -326,8 +328,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             entry, check, dest, url = job
             try:
                 standalone.offer(check, runner.checks_dir, dest, pid=entry.pmeta.id, title=entry.pmeta.title,
-                                 page_url=url, cache=cache, environment=[runner.versions, runner.device],
-                                 run=may_run, timeout=int(self.config.timeout))
+                                 page_url=url, cache=cache,
+                                 environment=[runner.versions, runner.device, runner.machinery],
+                                 run=may_run, timeout=int(self.config.timeout), runner=runner)
             except standalone.NotebookError as exc:
                 return Diagnostic(entry.path, entry.lines.get("check", 1),
                                   f"the notebook generated from {runner.rel(check)} raised: {exc}")

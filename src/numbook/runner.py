@@ -17,6 +17,7 @@ process.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime as _dt
 import hashlib
@@ -100,7 +101,116 @@ def _versions() -> dict[str, str]:
     return out
 
 
-_MACHINERY = hashlib.sha256(Path(sandbox.__file__).read_bytes()).hexdigest()[:20]   # how checks are run
+_ZYGOTE_FILE = Path(sandbox.__file__).with_name("zygote.py")
+_MACHINERY = hashlib.sha256(Path(sandbox.__file__).read_bytes() + _ZYGOTE_FILE.read_bytes()).hexdigest()[:20]
+"""How checks are run (the sandbox and the warm parent): a change to either runs every check again."""
+ZYGOTE_ENV = "NUMBOOK_ZYGOTE"
+"""Set to 0 to run every check in a fresh interpreter instead of a child of the warm parent (numbook.zygote)."""
+PRELOAD = ("torch", "numpy")
+"""What the warm parent imports once for every check: installed libraries that read no setting at import."""
+
+
+class _Zygote:
+    """The runner's side of numbook.zygote: one warm parent, shared by the threads that run checks."""
+
+    def __init__(self, env: dict[str, str], preload: tuple[str, ...]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-X", "utf8", "-m", "numbook.zygote", *preload],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     env=env, cwd=tempfile.gettempdir(), start_new_session=True)
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        first = self.proc.stdout.readline()
+        self.ready = bool(first) and "ready" in json.loads(first)
+        self._write = threading.Lock()
+        self._cond = threading.Condition()
+        self._replies: dict[int, dict[str, Any]] = {}
+        self._next = 0
+        self.alive = self.ready
+        if self.ready:
+            threading.Thread(target=self._read, name="numbook-zygote", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            reply = json.loads(line)
+            with self._cond:
+                self._replies.setdefault(reply["id"], {}).update(reply)
+                self._cond.notify_all()
+        with self._cond:
+            self.alive = False
+            self._cond.notify_all()
+
+    def start(self, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path,
+              **what: Any) -> tuple[int, int] | None:
+        """(request id, pid) of a forked child running ``check=`` (or notebook ``cells=`` into ``out=``);
+        None where the parent is gone."""
+        with self._cond:
+            if not self.alive:
+                return None
+            self._next += 1
+            ident = self._next
+        req = {"id": ident, "cwd": str(cwd), "env": env, "stdout": str(stdout), "stderr": str(stderr),
+               **{k: str(v) if isinstance(v, Path) else v for k, v in what.items()}}
+        try:
+            with self._write:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write((json.dumps(req) + "\n").encode())
+                self.proc.stdin.flush()
+        except OSError:
+            return None
+        with self._cond:
+            self._cond.wait_for(lambda: "pid" in self._replies.get(ident, {}) or not self.alive)
+            pid = self._replies.get(ident, {}).get("pid")
+        return None if pid is None else (ident, int(pid))
+
+    def wait(self, ident: int, timeout: float | None) -> int | None:
+        """The child's exit code (negative for a signal); None on a timeout or when the parent is gone."""
+        with self._cond:
+            self._cond.wait_for(lambda: "rc" in self._replies.get(ident, {}) or not self.alive, timeout=timeout)
+            rc = self._replies.get(ident, {}).get("rc")
+            if rc is not None:
+                del self._replies[ident]
+        return None if rc is None else int(rc)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=5)
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+
+_ZYGOTES: dict[str, _Zygote] = {}
+_ZYGOTES_GUARD = threading.Lock()
+
+
+def _zygote(env: dict[str, str], preload: tuple[str, ...]) -> _Zygote | None:
+    """The warm parent for this environment (started on first use, shared by every runner of the process)."""
+    stamp = json.dumps([sys.executable, env, preload], sort_keys=True)
+    with _ZYGOTES_GUARD:
+        z = _ZYGOTES.get(stamp)
+        if z is None or not z.alive:
+            if z is not None:
+                z.close()
+            try:
+                z = _Zygote(env, preload)
+            except (OSError, ValueError):
+                return None
+            if not z.ready:
+                z.close()
+                return None
+            if not _ZYGOTES:
+                atexit.register(_close_zygotes)
+            _ZYGOTES[stamp] = z
+        return z
+
+
+def _close_zygotes() -> None:
+    with _ZYGOTES_GUARD:
+        for z in _ZYGOTES.values():
+            z.close()
+        _ZYGOTES.clear()
 
 
 class Runner:
@@ -108,8 +218,10 @@ class Runner:
 
     def __init__(self, root: Path, checks_dir: str = "checks", cache_dir: str | None = DEFAULT_CACHE_DIR,
                  timeout: float = DEFAULT_TIMEOUT, jobs: int = 0, execute: bool = True, *,
-                 memory: int | None = DEFAULT_MEMORY) -> None:
+                 memory: int | None = DEFAULT_MEMORY, preload: tuple[str, ...] = PRELOAD) -> None:
         self.root = root.resolve()
+        self.preload = preload   # what the warm parent imports once (numbook.zygote); () runs each check fresh
+        self.machinery = _MACHINERY
         self.checks_dir = self.root / checks_dir
         self.cache_dir = (self.root / cache_dir) if cache_dir else None
         self.timeout = timeout
@@ -364,26 +476,122 @@ class Runner:
                 (scratch / sub).mkdir()
             started = time.perf_counter()
             base.ran_at = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-            proc = subprocess.Popen(
-                [sys.executable, "-X", "utf8", "-m", "numbook.sandbox", str(path)], cwd=scratch / "work",
-                env=self._env(header, scratch, rel, limit, perturb), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                text=True, encoding="utf-8", errors="replace", start_new_session=True,
-            )
-            try:
-                stdout, stderr = proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc.pid)
-                stdout, stderr = proc.communicate()
+            env = self._env(header, scratch, rel, limit, perturb)
+            warm = self._warm(header, path)
+            ran = self._run_forked(warm, path, scratch, env, timeout) if warm is not None else None
+            if ran is None:
+                ran = self._run_fresh(path, scratch, env, timeout)
+            stdout, stderr, returncode = ran
+            if returncode is None:
                 base.status = Status.TIMEOUT
-            _kill_group(proc.pid)   # whatever the check left running in its session
             base.elapsed_s = time.perf_counter() - started
             base.stdout, base.stderr = stdout, stderr
-            base.returncode = None if base.status == Status.TIMEOUT else proc.returncode
+            base.returncode = returncode
             base.reads = _read_list(scratch / "reads.txt")
             if base.status != Status.TIMEOUT:
                 self._finish(base, scratch / "result.json")
         self._to_disk(base)
         return base
+
+    def _warm(self, header: CheckHeader, path: Path) -> _Zygote | None:
+        """The warm parent to fork this check from, or None for a fresh interpreter: a check that imports
+        none of the preloaded libraries (nor a helper of the checks folder, which may), a GPU check (no
+        fork after CUDA), a check whose header passes variables through (read by the libraries when
+        imported), or NUMBOOK_ZYGOTE=0."""
+        if not self.preload or header.requires == "cuda" or header.env or os.environ.get(ZYGOTE_ENV) == "0":
+            return None
+        libs = "|".join(re.escape(m) for m in self.preload)
+        try:
+            uses = re.search(rf"^[ \t]*(?:import|from)[ \t]+(?:{libs}|_\w+)\b", path.read_text(encoding="utf-8"), re.M)
+        except OSError:
+            uses = None
+        if uses is None:
+            return None
+        return _zygote(self._zygote_env(), self.preload)
+
+    @staticmethod
+    def _zygote_env() -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k in _PASSED or k in _KEYED or k.startswith("LC_")}
+        env.update({"PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1"})
+        return env
+
+    def run_cells(self, cells: list[str], cwd: Path, timeout: float) -> dict[str, Any] | None:
+        """Run a notebook's code cells in a child of the warm parent, in ``cwd``, as a kernel would:
+        ``{"cells": [{"execution_count", "outputs"}...], "error": None or "Type: message"}``. None when
+        there is no warm parent (NUMBOOK_ZYGOTE=0, or it would not start): run them in a kernel then."""
+        if not self.preload or os.environ.get(ZYGOTE_ENV) == "0":
+            return None
+        warm = _zygote(self._zygote_env(), self.preload)
+        if warm is None:
+            return None
+        with tempfile.TemporaryDirectory(prefix="numbook-nb-") as tmp:
+            scratch = Path(tmp).resolve()
+            (scratch / "tmp").mkdir()
+            env = dict(self._zygote_env(), TMPDIR=str(scratch / "tmp"), TEMP=str(scratch / "tmp"),
+                       TMP=str(scratch / "tmp"), MPLCONFIGDIR=str(scratch / "matplotlib"),
+                       XDG_CACHE_HOME=str(scratch / "cache"), XDG_CONFIG_HOME=str(scratch / "config"),
+                       IPYTHONDIR=str(scratch / "ipython"), NUMBOOK_DEVICE=self.device)
+            started = warm.start(cwd, env, scratch / "stdout.txt", scratch / "stderr.txt", cells=cells,
+                                 out=scratch / "cells.json")
+            if started is None:
+                return None
+            ident, pid = started
+            rc = warm.wait(ident, timeout)
+            _kill_group(pid)
+            if rc is None:
+                warm.wait(ident, 30)
+                return {"cells": [], "error": f"the notebook did not finish in {timeout:g} s"}
+            try:
+                done: dict[str, Any] = json.loads((scratch / "cells.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                err = (scratch / "stderr.txt").read_text(encoding="utf-8", errors="replace").strip()
+                last = (err.splitlines() or ["the notebook's process ended without a result"])[-1]
+                return {"cells": [], "error": last}
+            return done
+
+    def _run_forked(self, warm: _Zygote, path: Path, scratch: Path, env: dict[str, str],
+                    timeout: float) -> tuple[str, str, int | None] | None:
+        """(stdout, stderr, exit code or None on a timeout) of a child of the warm parent; None if it is gone."""
+        out, err = scratch / "stdout.txt", scratch / "stderr.txt"
+        started = warm.start(scratch / "work", env, out, err, check=path)
+        if started is None:
+            return None
+        ident, pid = started
+        rc = warm.wait(ident, timeout)
+        timed_out = rc is None and warm.alive
+        _kill_group(pid)   # on a timeout, the check; in any case, whatever it left running in its session
+        if timed_out:
+            warm.wait(ident, 30)
+
+        def read(p: Path) -> str:
+            try:
+                return p.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return ""
+
+        stdout, stderr = read(out), read(err)
+        if rc is None and not timed_out:
+            stderr += "\nnumbook: the warm parent the check was forked from ended before the check did"
+            return stdout, stderr, -signal.SIGKILL
+        return stdout, stderr, rc
+
+    def _run_fresh(self, path: Path, scratch: Path, env: dict[str, str],
+                   timeout: float) -> tuple[str, str, int | None]:
+        """(stdout, stderr, exit code or None on a timeout) of the check in a fresh interpreter."""
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "utf8", "-m", "numbook.sandbox", str(path)], cwd=scratch / "work",
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            text=True, encoding="utf-8", errors="replace", start_new_session=True,
+        )
+        timed_out = False
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.pid)
+            stdout, stderr = proc.communicate()
+            timed_out = True
+        _kill_group(proc.pid)   # whatever the check left running in its session
+        return stdout, stderr, None if timed_out else proc.returncode
 
     def _finish(self, base: CheckResult, out_json: Path) -> None:
         """Set the status and records of a run that ended by itself."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from .book import Book, Entry
 from .perturb import PerturbReport
@@ -26,21 +26,25 @@ def source_of(res: CheckResult) -> str:
     return "frozen" if res.frozen else ("cache" if res.cached else "ran")
 
 
-def count_claims(entries: Iterable[Entry], results: Callable[[str], CheckResult]) -> tuple[
-        dict[str, int], dict[str, list[Entry]]]:
+def count_claims(entries: Iterable[Entry], results: Callable[[str], CheckResult],
+                 known: Mapping[str, dict[str, int]] | None = None) -> tuple[dict[str, int], dict[str, list[Entry]]]:
     """Claims verified per check, and the pages whose claims bind to each check.
 
     It runs the one claim processor without rendering, on results already computed, so the
-    counts are the ones ``numbook verify`` prints.
+    counts are the ones ``numbook verify`` prints. ``known`` holds the counts of pages this build
+    has already verified (page path -> claims per check): those pages are not verified twice.
     """
     claims: dict[str, int] = {}
     pages: dict[str, list[Entry]] = {}
     for entry in entries:
         if entry.meta is None:
             continue
-        ctx = PageContext(entry.path, entry.check, results, line_offset=entry.offset,
-                          check_line=entry.lines.get("check", 1), problem=entry.problem)
-        counted = verify_page(entry.body, ctx).claims
+        if known is not None and entry.path in known:
+            counted = dict(known[entry.path])
+        else:
+            ctx = PageContext(entry.path, entry.check, results, line_offset=entry.offset,
+                              check_line=entry.lines.get("check", 1), problem=entry.problem)
+            counted = verify_page(entry.body, ctx).claims
         if entry.check:
             counted.setdefault(results(entry.check).check, 0)
         for check, n in counted.items():
@@ -94,9 +98,10 @@ def _perturb_section(rep: PerturbReport | None, checks: Iterable[str], changed: 
 
 def report_markdown(book: Book, results: dict[str, CheckResult], get: Callable[[str], CheckResult],
                     report_uri: str = "report.md", now: _dt.datetime | None = None,
-                    perturbed: PerturbReport | None = None, stale: dict[str, list[str]] | None = None) -> str:
-    """The Markdown of the run report page."""
-    claims, pages = count_claims(book.entries.values(), get)
+                    perturbed: PerturbReport | None = None, stale: dict[str, list[str]] | None = None,
+                    known: Mapping[str, dict[str, int]] | None = None) -> str:
+    """The Markdown of the run report page (``known``: see count_claims)."""
+    claims, pages = count_claims(book.entries.values(), get, known)
     rows = sorted({r.check: r for r in results.values()}.values(), key=lambda r: r.check)
     when = (now or _dt.datetime.now(_dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
     ran = sum(r.ok and source_of(r) == "ran" for r in rows)

@@ -45,6 +45,7 @@ class Session:
     render_key: str = ""
     default: PageContext | None = None      # outside MkDocs: the one page being converted
     records: dict[str, list[Record]] = field(default_factory=dict)   # page path -> its verified markers
+    claims: dict[str, dict[str, int]] = field(default_factory=dict)  # page path -> claims verified per check
     run_yourself: bool = False              # problem pages offer their check as a script and a notebook
     defer_fences: bool = False              # fences become placeholders, filled in after search indexing
     fences: dict[str, str] = field(default_factory=dict)   # placeholder token -> the fence's HTML

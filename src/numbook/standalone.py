@@ -78,10 +78,26 @@ def script(check: Path, checks_dir: Path, *, title: str, page_url: str = "") -> 
 def _facts(src: str, checks_dir: Path) -> dict[str, Any]:
     """The facts the check reads: those named by a literal key, or all of them when a key is computed."""
     keys = set(re.findall(r"\bfact\(\s*[\"'](\w+)[\"']", src))
-    data = yaml.safe_load((checks_dir / "facts.yml").read_text(encoding="utf-8")) or {}
+    data = _facts_file(checks_dir / "facts.yml")
     if re.search(r"\bfact\(\s*(?![\"'\s])", src):   # fact(f"{model}_layers", ...): any key may be read
         keys = set(data)
     return {k: data[k]["value"] for k in sorted(keys) if k in data}
+
+
+_FACTS_READ: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+
+def _facts_file(path: Path) -> dict[str, Any]:
+    """facts.yml as data, parsed once per build while the file is unchanged (every check that reads a
+    fact carries its facts: parsing the file for each of them was most of a warm build's notebook step)."""
+    st = path.stat()
+    stamp = (st.st_mtime_ns, st.st_size)
+    hit = _FACTS_READ.get(path)
+    if hit is None or hit[0] != stamp:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        hit = (stamp, yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {})  # noqa: S506 - a safe loader
+        _FACTS_READ[path] = hit
+    return hit[1]
 
 
 def _cells(code: str) -> list[str]:
@@ -125,9 +141,24 @@ def notebook(code: str, *, title: str, intro: str) -> dict[str, Any]:
                          "language_info": {"name": "python"}}}
 
 
-def execute(nb: dict[str, Any], cwd: Path, timeout: int = 600) -> dict[str, Any]:
+def execute(nb: dict[str, Any], cwd: Path, timeout: int = 600, runner: Any = None) -> dict[str, Any]:
     """Run every cell in a python3 kernel with ``cwd`` as its folder and return the notebook with its
-    outputs; NotebookError says what the failing cell raised."""
+    outputs; NotebookError says what the failing cell raised.
+
+    With a ``runner`` (numbook.runner.Runner), the cells run in one IPython shell forked from the
+    runner's warm parent, which has torch imported already: the same shell a kernel runs, without
+    starting a kernel and importing torch again for each notebook.
+    """
+    if runner is not None:
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        done = runner.run_cells(["".join(c["source"]) for c in code], cwd, timeout)
+        if done is not None:
+            if done["error"]:
+                raise NotebookError(done["error"])
+            ran_nb: dict[str, Any] = json.loads(json.dumps(nb))
+            for cell, ran in zip([c for c in ran_nb["cells"] if c["cell_type"] == "code"], done["cells"], strict=True):
+                cell["execution_count"], cell["outputs"] = ran["execution_count"], ran["outputs"]
+            return ran_nb
     import nbformat  # type: ignore[import-untyped,unused-ignore]
     from nbclient import NotebookClient  # type: ignore[import-untyped,unused-ignore]
     from nbclient.exceptions import CellExecutionError  # type: ignore[import-untyped,unused-ignore]
@@ -150,7 +181,8 @@ def execute(nb: dict[str, Any], cwd: Path, timeout: int = 600) -> dict[str, Any]
 
 
 def offer(check: Path, checks_dir: Path, dest: Path, *, pid: str, title: str, page_url: str = "",
-          cache: Path | None = None, environment: Any = None, run: bool = True, timeout: int = 600) -> None:
+          cache: Path | None = None, environment: Any = None, run: bool = True, timeout: int = 600,
+          runner: Any = None) -> None:
     """Write ``check`` into ``dest`` as a script and as a notebook executed there (raises NotebookError).
 
     Executed notebooks are cached in ``cache`` by the script and ``environment`` (the library
@@ -171,7 +203,7 @@ def offer(check: Path, checks_dir: Path, dest: Path, *, pid: str, title: str, pa
     nb = notebook(code, title=heading, intro=intro)
     if run:
         with tempfile.TemporaryDirectory() as tmp:
-            nb = execute(nb, Path(tmp), timeout=timeout)
+            nb = execute(nb, Path(tmp), timeout=timeout, runner=runner)
     text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
     (dest / f"{check.stem}.ipynb").write_text(text, encoding="utf-8")
     if hit is not None and run:

@@ -1,0 +1,128 @@
+"""The warm parent (numbook.zygote): a check that imports torch or numpy is forked from a process that
+imported them once, and it must behave exactly as it would in a fresh interpreter: same values, output
+and reads, its own session and scratch folder, the scrubbed environment, the sandbox's refusals, a
+timeout that kills it, its exit code, and fresh random seeds."""
+
+from __future__ import annotations
+
+import os
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from numbook.runner import ZYGOTE_ENV, Runner
+
+
+def project(tmp_path: Path, **checks: str) -> Path:
+    (tmp_path / "checks").mkdir(parents=True, exist_ok=True)
+    for name, src in checks.items():
+        (tmp_path / "checks" / f"{name}.py").write_text(textwrap.dedent(src), encoding="utf-8")
+    return tmp_path
+
+
+WHO = """
+    import os, random, sys, tempfile
+    import numpy as np
+    from numbook.check import given, value
+    n = given("n", 4)
+    value("square", n * n)
+    value("parent", os.getppid())
+    value("session_leader", os.getsid(0) == os.getpid())
+    value("cwd_is_work", os.path.basename(os.getcwd()) == "work")
+    value("tmp_is_scratch", tempfile.gettempdir() == os.environ["TMPDIR"])
+    value("stray", os.environ.get("NUMBOOK_TEST_STRAY", "absent"))
+    value("hashseed", os.environ.get("PYTHONHASHSEED"))
+    value("draws", [random.random(), float(np.random.rand())])
+    value("main", __name__)
+    print("square", n * n)
+"""
+
+
+def test_a_check_that_imports_numpy_is_forked_and_sees_what_a_fresh_interpreter_sees(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = project(tmp_path, who=WHO)
+    monkeypatch.setenv("NUMBOOK_TEST_STRAY", "leaked")   # the runner's own environment: never the check's
+    forked = Runner(root, cache_dir=None).result("who.py")
+    again = Runner(root, cache_dir=None).result("who.py")
+    monkeypatch.setenv(ZYGOTE_ENV, "0")
+    fresh = Runner(root, cache_dir=None).result("who.py")
+    assert (forked.status, fresh.status) == ("ok", "ok"), forked.stderr + fresh.stderr
+    assert forked.values["parent"] != os.getpid()          # a child of the warm parent ...
+    assert fresh.values["parent"] == os.getpid()           # ... where a fresh interpreter is the runner's own child
+    for res in (forked, fresh):
+        assert res.values["square"] == 16 and res.stdout == "square 16\n" and res.stderr == ""
+        assert res.values["session_leader"] and res.values["cwd_is_work"] and res.values["tmp_is_scratch"]
+        assert (res.values["stray"], res.values["hashseed"], res.values["main"]) == ("absent", "0", "__main__")
+    assert set(forked.reads) == set(fresh.reads) - {"src/numbook/sandbox.py"} and "checks/who.py" in forked.reads
+    assert forked.values["draws"] != again.values["draws"]   # seeded afresh, as an interpreter seeds from the OS
+
+
+def test_a_forked_check_keeps_the_sandbox_the_timeout_and_its_exit_code(tmp_path: Path) -> None:
+    root = project(
+        tmp_path,
+        slow="# numbook: timeout=1\nimport numpy, time\ntime.sleep(30)\n",
+        bad="import numpy\nx = 1\nraise ValueError('no')\n",
+        code="import numpy, sys\nprint('bye')\nsys.exit(3)\n",
+        writes="import numpy, pathlib\npathlib.Path(__file__).with_name('x.txt').write_text('no')\n",
+    )
+    res = Runner(root, cache_dir=None).run_many(["slow.py", "bad.py", "code.py", "writes.py"])
+    assert res["slow.py"].status == "timeout" and res["slow.py"].elapsed_s < 10
+    assert res["bad.py"].status == "error" and res["bad.py"].stderr.splitlines() == [
+        "Traceback (most recent call last):",
+        f'  File "{root / "checks/bad.py"}", line 3, in <module>',
+        "    raise ValueError('no')",
+        "ValueError: no",
+    ]
+    assert (res["code.py"].returncode, res["code.py"].stdout) == (3, "bye\n")
+    assert res["writes.py"].status == "error" and "PermissionError" in res["writes.py"].stderr
+    assert not (root / "checks" / "x.txt").exists()
+
+
+def test_a_check_that_imports_no_preloaded_library_or_passes_variables_runs_fresh(tmp_path: Path) -> None:
+    plain = "import os\nfrom numbook.check import value\nvalue('parent', os.getppid())\n"
+    root = project(tmp_path, plain=plain, passes="# numbook: env=FOO\nimport numpy\n" + plain)
+    res = Runner(root, cache_dir=None).run_many(["plain.py", "passes.py"])
+    assert res["plain.py"].values["parent"] == os.getpid()
+    assert res["passes.py"].values["parent"] == os.getpid()
+
+
+def test_a_notebook_runs_in_a_forked_shell_with_the_outputs_a_kernel_gives(tmp_path: Path) -> None:
+    """Run it yourself: the notebook's cells run in one IPython shell forked from the warm parent. Each cell's
+    printed text and the value of its last expression come out as a Jupyter kernel gives them."""
+    from numbook import standalone
+
+    def code(src: str) -> dict[str, object]:
+        return {"cell_type": "code", "id": f"c{len(src)}", "metadata": {}, "execution_count": None, "outputs": [],
+                "source": src}
+
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+          "cells": [{"cell_type": "markdown", "id": "m", "metadata": {}, "source": "# t"},
+                    code("import numpy as np\nx = np.arange(3)\nprint('sum', int(x.sum()))"),
+                    code("import warnings\nwarnings.warn('careful')\n{'n': int(x.size), 'rows': list(range(30))}"),
+                    code("y = x * 2")]}
+
+    def shown(out: dict[str, object]) -> list[list[tuple[str, str]]]:
+        """Each cell's outputs, the name a shell gives a cell's code in a warning left out (a kernel names a
+        temporary file, IPython alone '<ipython-input-N-…>')."""
+        cells = [c for c in out["cells"] if c["cell_type"] == "code"]  # type: ignore[attr-defined,index]
+        return [[(o.get("name") or o["output_type"],
+                  re.sub(r"^\S+(:\d+: )", r"CELL\1", "".join(o.get("text") or o["data"]["text/plain"]), flags=re.M))
+                 for o in c["outputs"]] for c in cells]
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    forked = standalone.execute(nb, tmp_path / "a", timeout=60, runner=Runner(tmp_path, cache_dir=None))
+    kernel = standalone.execute(nb, tmp_path / "b", timeout=60)
+    assert shown(forked)[0] == [("stdout", "sum 3\n")] and shown(forked)[2] == []
+    assert shown(forked)[1][-1] == ("execute_result", "{'n': 3,\n 'rows': [0,\n  1,\n  2,\n  3,\n  4,\n  5,\n  6,\n"
+                                    "  7,\n  8,\n  9,\n  10,\n  11,\n  12,\n  13,\n  14,\n  15,\n  16,\n  17,\n  18,\n"
+                                    "  19,\n  20,\n  21,\n  22,\n  23,\n  24,\n  25,\n  26,\n  27,\n  28,\n  29]}")
+    assert "UserWarning: careful" in shown(forked)[1][0][1] and shown(forked)[1][0][0] == "stderr"
+    assert shown(forked) == shown(kernel)
+    assert [c.get("execution_count") for c in forked["cells"]] == [c.get("execution_count") for c in kernel["cells"]]
+
+    nb["cells"].append(code("raise ValueError('no')"))  # type: ignore[attr-defined]
+    with pytest.raises(standalone.NotebookError, match=r"^ValueError: no$"):
+        standalone.execute(nb, tmp_path / "a", timeout=60, runner=Runner(tmp_path, cache_dir=None))

@@ -324,13 +324,15 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         if not may_run:
             log.info(f"numbook: notebooks not in the cache are written without outputs ({CACHED_ONLY_ENV})")
 
+        spent: list[float] = []
+
         def one(job: tuple[Entry, Path, Path, str]) -> Diagnostic | None:
             entry, check, dest, url = job
             try:
-                standalone.offer(check, runner.checks_dir, dest, pid=entry.pmeta.id, title=entry.pmeta.title,
-                                 page_url=url, cache=cache,
-                                 environment=[runner.versions, runner.device, runner.machinery],
-                                 run=may_run, timeout=int(self.config.timeout), runner=runner)
+                spent.append(standalone.offer(
+                    check, runner.checks_dir, dest, pid=entry.pmeta.id, title=entry.pmeta.title, page_url=url,
+                    cache=cache, environment=[runner.versions, runner.device, runner.machinery], run=may_run,
+                    timeout=int(self.config.timeout), runner=runner))
             except standalone.NotebookError as exc:
                 return Diagnostic(entry.path, entry.lines.get("check", 1),
                                   f"the notebook generated from {runner.rel(check)} raised: {exc}")
@@ -340,7 +342,8 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         with ThreadPoolExecutor(max_workers=runner.jobs or os.cpu_count() or 1) as pool:
             found = [d for d in pool.map(one, jobs) if d is not None]
         log.info(f"numbook: {len(jobs)} problems offered as a script and a notebook "
-                 f"in {time.perf_counter() - started:.2f} s")
+                 f"in {time.perf_counter() - started:.2f} s ({sum(x > 0 for x in spent)} notebooks ran, "
+                 f"{sum(spent):.2f} s of notebook run time)")
         return found
 
 

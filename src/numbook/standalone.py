@@ -18,6 +18,7 @@ import json
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -182,12 +183,13 @@ def execute(nb: dict[str, Any], cwd: Path, timeout: int = 600, runner: Any = Non
 
 def offer(check: Path, checks_dir: Path, dest: Path, *, pid: str, title: str, page_url: str = "",
           cache: Path | None = None, environment: Any = None, run: bool = True, timeout: int = 600,
-          runner: Any = None) -> None:
+          runner: Any = None) -> float:
     """Write ``check`` into ``dest`` as a script and as a notebook executed there (raises NotebookError).
 
     Executed notebooks are cached in ``cache`` by the script and ``environment`` (the library
     versions and the device: the outputs depend on them as much as on the code). With
     ``run=False`` (a build that may run nothing) an uncached notebook is written without outputs.
+    Returns the seconds spent running the notebook (0 when it came from the cache or did not run).
     """
     heading = f"{pid} · {title}"
     code = script(check, checks_dir, title=heading, page_url=page_url)
@@ -197,15 +199,18 @@ def offer(check: Path, checks_dir: Path, dest: Path, *, pid: str, title: str, pa
     hit = cache / f"{hashlib.sha256(stamp.encode('utf-8')).hexdigest()[:24]}.ipynb" if cache is not None else None
     if hit is not None and hit.is_file():
         shutil.copyfile(hit, dest / f"{check.stem}.ipynb")
-        return
+        return 0.0
     intro = (f"The check of [{pid}]({page_url or '.'}), cell by cell, as the book ran it for its build. "
              "Change a `given(...)` and run the cells again.")
     nb = notebook(code, title=heading, intro=intro)
+    started = time.perf_counter()
     if run:
         with tempfile.TemporaryDirectory() as tmp:
             nb = execute(nb, Path(tmp), timeout=timeout, runner=runner)
+    spent = time.perf_counter() - started if run else 0.0
     text = json.dumps(nb, indent=1, ensure_ascii=False) + "\n"
     (dest / f"{check.stem}.ipynb").write_text(text, encoding="utf-8")
     if hit is not None and run:
         hit.parent.mkdir(parents=True, exist_ok=True)
         hit.write_text(text, encoding="utf-8")
+    return spent

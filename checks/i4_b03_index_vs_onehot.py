@@ -116,9 +116,9 @@ sanity("four_routes_agree", max(d1, d2, d3) < 1e-4, "gather, one-hot contraction
 
 t_gather = median_time(lambda lp=logp: lp.gather(1, y[:, None]))
 t_onehot = median_time(lambda lp=logp: (onehot_f * lp).sum(-1))
-speedup = value("speedup_gather", t_onehot / t_gather)
-value("t_gather_ms", t_gather * 1e3)
-value("t_onehot_ms", t_onehot * 1e3)
+speedup = value("speedup_gather", t_onehot / t_gather, measured="timed on this machine")
+value("t_gather_ms", t_gather * 1e3, measured="timed on this machine")
+value("t_onehot_ms", t_onehot * 1e3, measured="timed on this machine")
 print(f"\nSelecting the target log-probability (median of {REPS}, this machine)")
 row("gather", f"{t_gather * 1e3:.3f} ms")
 row("one-hot multiply and sum", f"{t_onehot * 1e3:.3f} ms")

@@ -91,14 +91,23 @@ def read_header(source: str) -> CheckHeader:
                 env.append(key)
                 continue
             in_env = False
-            if key == "alone" and not val:
+            if key == "alone":
+                if eq:
+                    raise ValueError(f"alone takes no value (got alone={val}): write 'alone'")
                 alone = True
             elif key == "requires":
                 if val not in ("cpu", "cuda"):
                     raise ValueError(f"requires={val!r}: use cpu or cuda")
                 requires = val
             elif key == "timeout":
-                timeout = float(val)
+                if not val:
+                    raise ValueError("timeout needs a number of seconds: write timeout=SECONDS")
+                try:
+                    timeout = float(val)
+                except ValueError:
+                    raise ValueError(f"timeout={val!r} is no number of seconds: write timeout=SECONDS") from None
+                if not timeout > 0:   # 0 would read as 'no timeout given', and a NaN compares false
+                    raise ValueError(f"timeout={val} must be more than 0 seconds")
             elif key == "memory":
                 memory = parse_memory(val)
             elif key == "env":

@@ -124,11 +124,13 @@ class PageReport:
     claims: dict[str, int] = field(default_factory=dict)   # check -> claims verified on this page
 
 
-def failure_message(res: CheckResult, name: str) -> tuple[str, str]:
-    """The one-line message and the detail for a check that produced no values."""
+def failure_message(res: CheckResult, name: str, by_claim: bool = False) -> tuple[str, str]:
+    """The one-line message and the detail for a check that produced no values (``by_claim``: named by
+    a marker's ``other:`` prefix, ``[[v|other:name]]`` or ``[[sanity:other:name]]``, not by ``check:``)."""
     status = str(res.status)
     if status == "missing":
-        return f"check '{res.check}' does not exist (named by 'check: {name}')", ""
+        by = f"'{name.removesuffix('.py')}:' in a marker on this page" if by_claim else f"'check: {name}'"
+        return f"check '{res.check}' does not exist (named by {by})", ""
     if status == "timeout":
         return (f"check '{res.check}' timed out after {res.timeout_s:g} s "
                 "(raise it with a '# numbook: timeout=SECONDS' line in the check)"), res.traceback_excerpt()
@@ -199,7 +201,7 @@ class _Verifier:
             return None
         if not res.ok:
             self.failed_checks.add(name)
-            msg, detail = failure_message(res, name)
+            msg, detail = failure_message(res, name, by_claim=name != self.ctx.check)
             if msg:
                 self.error(self.ctx.check_line if name == self.ctx.check else line, msg, detail)
             return None
@@ -307,6 +309,9 @@ class _Verifier:
             known = ", ".join(sorted(res.sanity)) or "none"
             self.error(at["line"], f"sanity marker '{name}' names no assertion in {res.check} (it asserts: {known})")
             return Record(RecordKind.UNVERIFIED, ok=False, **at)
+        if not entry.get("ok", False):   # a run stops at a failed sanity(); a result that holds one anyway
+            msg = str(entry.get("message", ""))   # (a frozen or merged file, edited) backs no sentence
+            self.error(at["line"], f"sanity '{name}' failed in {res.check}" + (f": {msg}" if msg else ""))
         self.claims[res.check] = self.claims.get(res.check, 0) + 1
         ops = entry.get("operands")
         return Record(RecordKind.SANITY, name=name, check=res.check, ok=bool(entry.get("ok", False)),

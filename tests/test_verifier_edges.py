@@ -1,0 +1,150 @@
+"""Edges of the verifier that a broken verifier would pass silently (issue 18): where math begins and
+ends, claims bound to another check, a check's header, a build that runs nothing, figures through the
+runner, and the scratch folder a check runs in. Each is a page or a check in, a verdict out."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from numbook.runner import CheckResult, Runner, Status, read_header
+from numbook.verify import PageContext, RecordKind, verify_page
+
+DEMO = CheckResult("checks/demo.py", "ok", inputs={"B": 4}, values={"fp32_mb": 262.144, "numel": 65_536_000},
+                   sanity={"half": {"ok": True, "message": ""}})
+OTHER = CheckResult("checks/other.py", "ok", values={"w": 7.5}, sanity={"holds": {"ok": True, "message": ""},
+                                                                         "fails": {"ok": False, "message": "no"}})
+GONE = CheckResult("checks/gone.py", Status.MISSING)
+RESULTS = {"demo.py": DEMO, "other.py": OTHER, "gone.py": GONE}
+
+
+def ctx() -> PageContext:
+    return PageContext("problems/X.md", "demo.py", lambda name: RESULTS[name], check_line=4)
+
+
+def in_math(text: str) -> list[tuple[str, bool]]:
+    """Each claim's name and whether the verifier took it for TeX math."""
+    return [(r.name, r.math) for r in verify_page(text, ctx()).records if r.kind == RecordKind.CLAIM]
+
+
+@pytest.mark.parametrize(("text", "math"), [
+    (r"rent is \$[[262.1|fp32_mb]] a month", False),                  # an escaped dollar is a dollar sign
+    (r"\$5 buys $x = [[262.1|fp32_mb]]$", True),                      # ... and opens no math of its own
+    ("a $ left open\n\n[[262.1|fp32_mb]] MB", False),                 # an unclosed $ stops at its paragraph
+    ("$x =\n[[262.1|fp32_mb]]$", True),                               # ... but runs on within it
+    ("$a$ then [[262.1|fp32_mb]] then $b$", False),                   # between two inline spans: prose
+    ("$$\nN = [[65{,}536{,}000|numel]]\n$$", True),                   # a display block
+    ("$$\nN = 1\n$$\n[[262.1|fp32_mb]]", False),                      # after the block closes: prose
+    ("$$N = [[65{,}536{,}000|numel]]$$ and [[262.1|fp32_mb]]", None),  # both on one line
+])
+def test_where_math_begins_and_ends(text: str, math: bool | None) -> None:
+    found = in_math(text)
+    if math is None:
+        assert found == [("numel", True), ("fp32_mb", False)]
+    else:
+        assert found == [(found[0][0], math)]
+
+
+def test_a_comma_grouped_number_inside_math_is_refused_with_its_tex_spelling() -> None:
+    assert [str(d) for d in verify_page("$N = [[65,536,000|numel]]$", ctx()).diagnostics] == [
+        "problems/X.md:1: claim '[[65,536,000|numel]]': inside math a comma is read as punctuation and renders "
+        "as '65, 536, 000'; write 65{,}536{,}000"]
+
+
+def test_a_claim_bound_to_another_check_is_verified_against_that_check() -> None:
+    rep = verify_page("Width [[7.5|other:w]] and [[7.50|other.py:w]]; here [[262.1|fp32_mb]].", ctx())
+    assert rep.diagnostics == []
+    assert [(r.name, r.check, r.ok) for r in rep.records] == [("w", "checks/other.py", True),
+                                                              ("w", "checks/other.py", True),
+                                                              ("fp32_mb", "checks/demo.py", True)]
+    assert rep.claims == {"checks/other.py": 2, "checks/demo.py": 1}
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[[7.6|other:w]]", "problems/X.md:1: claim 'w' reads 7.6, checks/other.py computed 7.5 "
+                        "(compared to 1 decimal place(s))"),
+    ("[[7.5|other:nope]]", "problems/X.md:1: claim 'nope' names a value checks/other.py does not record "
+                           "(it records: w)"),
+    ("\n\n[[7.5|gone:w]]", "problems/X.md:3: check 'checks/gone.py' does not exist "
+                           "(named by 'gone:' in a marker on this page)"),
+    ("Holds. [[sanity:other:fails]]", "problems/X.md:1: sanity 'fails' failed in checks/other.py: no"),
+])
+def test_a_wrong_claim_on_another_check_names_that_check(text: str, message: str) -> None:
+    assert [str(d) for d in verify_page(text, ctx()).diagnostics] == [message]
+
+
+def test_a_sanity_marker_may_name_another_checks_assertion() -> None:
+    rep = verify_page("It holds. [[sanity:other:holds]]", ctx())
+    assert rep.diagnostics == [] and [(r.kind, r.check, r.ok) for r in rep.records] == [
+        (RecordKind.SANITY, "checks/other.py", True)]
+
+
+@pytest.mark.parametrize(("header", "message"), [
+    ("# numbook: timeout\n", "timeout needs a number of seconds: write timeout=SECONDS"),
+    ("# numbook: timeout=soon\n", "timeout='soon' is no number of seconds: write timeout=SECONDS"),
+    ("# numbook: timeout=0\n", "timeout=0 must be more than 0 seconds"),
+    ("# numbook: timeout=-5\n", "timeout=-5 must be more than 0 seconds"),
+    ("# numbook: alone=yes\n", "alone takes no value (got alone=yes): write 'alone'"),
+    ("# numbook: requires=tpu\n", "requires='tpu': use cpu or cuda"),
+    ("# numbook: fast\n", "unknown numbook header key 'fast' (known: "),
+    ("# numbook: env=1BAD\n", "env: '1BAD' is no environment variable name"),
+])
+def test_a_malformed_header_is_refused_with_what_to_write(header: str, message: str) -> None:
+    with pytest.raises(ValueError) as err:
+        read_header(header)
+    assert str(err.value).startswith(message)
+
+
+def project(tmp_path: Path, **checks: str) -> Path:
+    (tmp_path / "checks").mkdir(parents=True, exist_ok=True)
+    for name, src in checks.items():
+        (tmp_path / "checks" / f"{name}.py").write_text(textwrap.dedent(src), encoding="utf-8")
+    return tmp_path
+
+
+def test_a_check_with_a_malformed_header_is_an_error_that_says_so_and_runs_nothing(tmp_path: Path) -> None:
+    root = project(tmp_path, bad="# numbook: timeout\nopen('ran.txt', 'w')\n")
+    res = Runner(root, cache_dir=".cache").result("bad.py")
+    assert (res.status, res.stderr) == ("error", "checks/bad.py: timeout needs a number of seconds: "
+                                                 "write timeout=SECONDS")
+    assert not (root / ".cache").exists()
+
+
+def test_a_build_that_executes_nothing_runs_no_check_and_shows_no_cached_result(tmp_path: Path) -> None:
+    root = project(tmp_path, a="from numbook.check import value\nvalue('x', 1)\n")
+    assert Runner(root, cache_dir=".cache").result("a.py").values == {"x": 1}      # a result in the cache ...
+    floor = Runner(root, cache_dir=".cache", execute=False).result("a.py")
+    assert (floor.status, floor.values, floor.cached) == (Status.SKIPPED, {}, False)  # ... that the floor ignores
+    assert Runner(root, cache_dir=".cache", execute=False).result("gone.py").status == Status.MISSING
+
+
+FIGURE = """
+    import os
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from numbook.check import figure, value
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    figure("line", fig, "A line.")
+    value("cwd", os.getcwd())
+    value("tmp", os.environ["TMPDIR"])
+    with open("scratch.txt", "w") as fh:   # the working folder is the check's to write in
+        fh.write("x")
+    value("wrote", os.path.exists("scratch.txt"))
+"""
+
+
+def test_a_figure_comes_back_through_the_runner_and_the_scratch_folder_is_gone_after(tmp_path: Path) -> None:
+    root = project(tmp_path, fig=FIGURE)
+    res = Runner(root, cache_dir=None).result("fig.py")
+    assert res.status == "ok", res.stderr
+    assert list(res.figures) == ["line"] and res.figures["line"]["caption"] == "A line."
+    assert res.figures["line"]["svg"].lstrip().startswith("<?xml") and "<svg" in res.figures["line"]["svg"]
+    cwd, tmp = Path(res.values["cwd"]), Path(res.values["tmp"])
+    assert res.values["wrote"] and cwd.name == "work" and tmp.parent == cwd.parent
+    assert not cwd.is_relative_to(root) and cwd.parent.name.startswith("numbook-")
+    assert not cwd.parent.exists()                    # the runner removed the scratch folder
+    assert not (root / "checks" / "scratch.txt").exists()

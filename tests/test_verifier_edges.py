@@ -148,3 +148,49 @@ def test_a_figure_comes_back_through_the_runner_and_the_scratch_folder_is_gone_a
     assert not cwd.is_relative_to(root) and cwd.parent.name.startswith("numbook-")
     assert not cwd.parent.exists()                    # the runner removed the scratch folder
     assert not (root / "checks" / "scratch.txt").exists()
+
+
+TRACE = "Traceback (most recent call last):\n  File \"x.py\", line 2\n\nValueError: no\n"
+
+
+@pytest.mark.parametrize(("res", "message", "detail"), [
+    (CheckResult("checks/x.py", Status.MISSING), "check 'checks/x.py' does not exist (named by 'check: x.py')", ""),
+    (CheckResult("checks/x.py", Status.TIMEOUT, stderr=TRACE, timeout_s=2.5),
+     "check 'checks/x.py' timed out after 2.5 s (raise it with a '# numbook: timeout=SECONDS' line in the check)",
+     '    Traceback (most recent call last):\n      File "x.py", line 2\n    ValueError: no'),
+    (CheckResult("checks/x.py", "frozen-missing", stderr="  no frozen result for checks/x.py \n"),
+     "no frozen result for checks/x.py", ""),
+    (CheckResult("checks/x.py", "frozen-stale", stderr="stale: the source changed\n"),
+     "stale: the source changed", ""),
+    (CheckResult("checks/x.py", "frozen-invalid", stderr="checks/frozen/x.json is not JSON\n"),
+     "checks/frozen/x.json is not JSON", ""),
+    (CheckResult("checks/x.py", Status.SKIPPED), "", ""),
+    (CheckResult("checks/x.py", Status.OUT_OF_MEMORY, stderr="MemoryError\n", memory_limit=2**30),
+     "check 'checks/x.py' ran out of memory: it may use 1 GiB (raise it with a '# numbook: memory=…' line in "
+     "the check)", "    MemoryError"),
+    (CheckResult("checks/x.py", Status.ERROR, stderr=TRACE), "check 'checks/x.py' raised: ValueError: no",
+     '    Traceback (most recent call last):\n      File "x.py", line 2\n    ValueError: no'),
+    (CheckResult("checks/x.py", Status.ERROR, returncode=-9), "check 'checks/x.py' raised: exit code -9", ""),
+])
+def test_a_check_that_produced_nothing_is_one_message_with_its_traceback(res: CheckResult, message: str,
+                                                                          detail: str) -> None:
+    from numbook.verify import failure_message
+
+    assert failure_message(res, "x.py") == (message, detail)
+
+
+def test_a_failed_check_is_one_error_at_its_check_line_however_many_claims_name_it() -> None:
+    bad = CheckResult("checks/demo.py", Status.ERROR, stderr="ValueError: no\n")
+    context = PageContext("problems/X.md", "demo.py", lambda name: bad, check_line=4)
+    rep = verify_page("[[1|a]]\n[[2|b]]\n[[sanity:c]]\n[[figure:d]]", context)
+    assert [str(d).splitlines()[0] for d in rep.diagnostics] == [
+        "problems/X.md:4: check 'checks/demo.py' raised: ValueError: no"]
+    assert [r.kind for r in rep.records] == [RecordKind.UNVERIFIED] * 4
+
+
+def test_a_check_that_recorded_nothing_is_an_error_that_says_what_to_record() -> None:
+    empty = CheckResult("checks/demo.py", "ok")
+    context = PageContext("problems/X.md", "demo.py", lambda name: empty, check_line=4)
+    assert [str(d) for d in verify_page("[[1|a]] and [[2|b]]", context).diagnostics] == [
+        "problems/X.md:4: check 'checks/demo.py' ran but recorded nothing: record what the page states with "
+        "numbook.check.given(), value(), sanity() or figure()"]

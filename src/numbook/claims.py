@@ -28,6 +28,10 @@ class LiteralError(ValueError):
     """The text of a claim is not a literal this book knows how to test."""
 
 
+class _Bound(LiteralError):
+    """A bound where only a plain number may stand (an element of a vector, the number of a bound)."""
+
+
 class Kind(enum.StrEnum):
     """How a literal was written, which decides how it is compared."""
 
@@ -191,8 +195,13 @@ class ClaimLiteral:
             Kind.RATIO: f"to {self.places} decimal place(s)",
             Kind.PERCENT: f"in percent, to {self.places} decimal place(s)",
             Kind.SCI: f"to {self.places} significant figure(s)",
-            Kind.BOUND: f"as the bound {self.op} {self.number}{'%' if self.percent else ''}",
+            Kind.BOUND: f"as the bound {self.op} {_plain(self.number)}{'%' if self.percent else ''}",
         }[self.kind]
+
+
+def _plain(number: Decimal | None) -> str:
+    """A Decimal as positional digits (1000, not 1E+3; 0.002, not 2E-3)."""
+    return "?" if number is None else format(number.normalize(), "f")
 
 
 def parse_tolerance(text: str) -> tuple[Decimal, bool]:
@@ -231,17 +240,21 @@ def _parse(text: str, tolerance: tuple[Decimal, bool] | None, depth: int = 0) ->
             parts = parts[:-1]
         if not parts or any(not p.strip() for p in parts):
             raise LiteralError(f"'{t}' is not a vector: write its elements separated by ', ', like (6.0, 7.5)")
-        items = tuple(_parse(p, None, depth + 1) for p in parts)
-        if any(i.kind in (Kind.SHAPE, Kind.VECTOR, Kind.BOUND) for i in items):
-            raise LiteralError(f"'{t}': a vector's elements are plain numbers")
+        try:   # (its pattern admits no bracket inside, so no element is a shape or a vector)
+            items = tuple(_parse(p, None, depth + 1) for p in parts)
+        except _Bound:
+            raise LiteralError(f"'{t}': a vector's elements are plain numbers") from None
         return ClaimLiteral(raw, Kind.VECTOR, items=items)
     low = t.lower()
     for word, op in _BOUNDS:
         if low.startswith(word) and (not word[0].isalpha() or len(low) == len(word) or not low[len(word)].isalpha()):
             if depth:
-                break
-            bound = _parse(t[len(word):], None, depth + 1) if t[len(word):].strip() else None
-            if bound is None or bound.number is None or bound.kind in (Kind.SHAPE, Kind.VECTOR):
+                raise _Bound(t)   # a bound inside a vector or a bound: the caller says which
+            try:
+                bound = _parse(t[len(word):], None, depth + 1) if t[len(word):].strip() else None
+            except _Bound:
+                bound = None
+            if bound is None or bound.number is None:   # a shape or a vector has no number
                 raise LiteralError(f"a bound needs a number: '{t}'")
             return ClaimLiteral(raw, Kind.BOUND, number=bound.number, op=op, percent=bound.percent)
     if low in WORDS:

@@ -31,6 +31,9 @@ D = Decimal
     ("Twelve", "word", D(12), 0, None, "exact"),
     ("6.55e7", "sci", D("6.55E+7"), 3, 3, "to 3 significant figure(s)"),
     ("-6.55e7", "sci", D("-6.55E+7"), 3, 3, "to 3 significant figure(s)"),
+    ("−6.55e7", "sci", D("-6.55E+7"), 3, 3, "to 3 significant figure(s)"),
+    ("0e0", "sci", D(0), 1, 1, "to 1 significant figure(s)"),
+    ("1e400", "sci", D("1E+400"), 1, 1, "to 1 significant figure(s)"),
     ("0.5e3", "sci", D("5E+2"), 1, 1, "to 1 significant figure(s)"),
     ("1.20 × 10^{9}", "sci", D("1.2E+9"), 3, 3, "to 3 significant figure(s)"),
     ("3 \\times 10^4", "sci", D("3E+4"), 1, 1, "to 1 significant figure(s)"),
@@ -121,7 +124,7 @@ def test_a_tolerance_is_an_amount_or_a_percentage(text: str, parsed: tuple[Decim
     assert parse_tolerance(text) == parsed
 
 
-@pytest.mark.parametrize("text", ["x", "-1", "", "1e3"])
+@pytest.mark.parametrize("text", ["x", "-1", "", "1e3", "3X"])
 def test_a_tolerance_that_is_no_number_is_refused(text: str) -> None:
     with pytest.raises(LiteralError) as err:
         parse_tolerance(text)
@@ -140,3 +143,27 @@ def test_a_computed_value_is_shown_at_full_precision(value: object, text: str) -
 def test_a_value_that_is_no_finite_number_matches_no_number_literal(value: object) -> None:
     for text in ("3", "3.0", "3%", "3×", "3e0", "three", "at least 0", "under 1e9"):
         assert not parse_literal(text).matches(value), (text, value)
+
+
+def test_a_tolerance_says_whether_it_is_an_amount_or_a_percentage() -> None:
+    assert parse_literal("100", parse_tolerance("10")).describe() == "within ± 10"
+    assert parse_literal("100", parse_tolerance("10%")).describe() == "within ± 10%"
+    assert parse_literal("100", parse_tolerance("10%")).matches(110) and not parse_literal(
+        "100", parse_tolerance("10")).matches(110.5)
+
+
+def test_an_exact_integer_is_compared_as_an_integer_not_as_a_float() -> None:
+    big = 2**53 + 1     # a float cannot tell it from 2**53
+    assert parse_literal(str(big)).matches(big) and not parse_literal(str(big)).matches(big - 1)
+    assert parse_literal("3").matches(3.0) and parse_literal("three").matches(3)
+
+
+def test_zero_in_scientific_notation_matches_zero_only() -> None:
+    assert parse_literal("0e0").matches(0) and parse_literal("0e0").matches(0.0)
+    assert not parse_literal("1e3").matches(0) and not parse_literal("0e0").matches(1e-300)
+    assert parse_literal("1e0").matches(1.0) and not parse_literal("1e0").matches(2.0)
+
+
+def test_a_value_too_large_for_the_written_decimals_is_no_match_and_no_crash() -> None:
+    assert not parse_literal("3.14").matches(1e300)   # rounding it to 2 places needs 303 digits: no match
+    assert not parse_literal("3.14%").matches(1e300)

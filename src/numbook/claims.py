@@ -179,7 +179,7 @@ class ClaimLiteral:
             mant = x / 10**exp
             # rounding can carry the mantissa to 10.0: normalise after rounding
             r = _round_half_up(mant, self.places - 1) * Decimal(10) ** exp
-            return r == self.number.normalize() or float(r) == target
+            return r == self.number
         return _round_half_up(self.scaled(x), self.places) == self.number
 
     def describe(self) -> str:
@@ -195,13 +195,13 @@ class ClaimLiteral:
             Kind.RATIO: f"to {self.places} decimal place(s)",
             Kind.PERCENT: f"in percent, to {self.places} decimal place(s)",
             Kind.SCI: f"to {self.places} significant figure(s)",
-            Kind.BOUND: f"as the bound {self.op} {_plain(self.number)}{'%' if self.percent else ''}",
+            Kind.BOUND: f"as the bound {self.op} {_plain(self.number or Decimal(0))}{'%' if self.percent else ''}",
         }[self.kind]
 
 
-def _plain(number: Decimal | None) -> str:
+def _plain(number: Decimal) -> str:
     """A Decimal as positional digits (1000, not 1E+3; 0.002, not 2E-3)."""
-    return "?" if number is None else format(number.normalize(), "f")
+    return format(number.normalize(), "f")
 
 
 def parse_tolerance(text: str) -> tuple[Decimal, bool]:
@@ -217,14 +217,15 @@ def parse_tolerance(text: str) -> tuple[Decimal, bool]:
 def parse_literal(text: str, tolerance: tuple[Decimal, bool] | None = None) -> ClaimLiteral:
     """Parse the literal of a claim as written in the prose; raises only LiteralError."""
     try:
-        return _parse(text, tolerance)
+        return _parse(text, tolerance, nested=False)
     except LiteralError:
         raise
     except (ArithmeticError, ValueError, TypeError, RecursionError) as exc:  # pragma: no cover - a guard
         raise LiteralError(f"'{text.strip()}' is not a literal this book can test ({exc})") from exc
 
 
-def _parse(text: str, tolerance: tuple[Decimal, bool] | None, depth: int = 0) -> ClaimLiteral:
+def _parse(text: str, tolerance: tuple[Decimal, bool] | None, nested: bool) -> ClaimLiteral:
+    """One literal; ``nested``: an element of a vector or the number of a bound, where only a number may stand."""
     raw = text
     t = text.strip()
     if not t:
@@ -234,24 +235,24 @@ def _parse(text: str, tolerance: tuple[Decimal, bool] | None, depth: int = 0) ->
         dims = tuple(int(p) for p in inner.split(",") if p.strip()) if inner else ()
         return ClaimLiteral(raw, Kind.SHAPE, shape=dims)
     vm = _VECTOR.match(t)
-    if vm and depth == 0:
+    if vm and not nested:
         parts = [p for p in vm.group("inner").split(",")]
         if parts and not parts[-1].strip():
             parts = parts[:-1]
         if not parts or any(not p.strip() for p in parts):
             raise LiteralError(f"'{t}' is not a vector: write its elements separated by ', ', like (6.0, 7.5)")
         try:   # (its pattern admits no bracket inside, so no element is a shape or a vector)
-            items = tuple(_parse(p, None, depth + 1) for p in parts)
+            items = tuple(_parse(p, None, nested=True) for p in parts)
         except _Bound:
             raise LiteralError(f"'{t}': a vector's elements are plain numbers") from None
         return ClaimLiteral(raw, Kind.VECTOR, items=items)
     low = t.lower()
     for word, op in _BOUNDS:
         if low.startswith(word) and (not word[0].isalpha() or len(low) == len(word) or not low[len(word)].isalpha()):
-            if depth:
-                raise _Bound(t)   # a bound inside a vector or a bound: the caller says which
+            if nested:
+                raise _Bound   # a bound inside a vector or a bound: the caller says which
             try:
-                bound = _parse(t[len(word):], None, depth + 1) if t[len(word):].strip() else None
+                bound = _parse(t[len(word):], None, nested=True) if t[len(word):].strip() else None
             except _Bound:
                 bound = None
             if bound is None or bound.number is None:   # a shape or a vector has no number

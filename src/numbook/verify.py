@@ -263,7 +263,7 @@ class _Verifier:
             self.error(line, f"claim '{name}' reads {lit_text.strip()}, {res.check} computed "
                              f"{format_value(value)} (compared {literal.describe()})")
         before = len(self.diags)
-        unit = self.unit(res, name, value, literal, m, line, ok)
+        unit = self.unit(res, name, value, m, line)
         self.precision(res, name, literal, line)
         ok = ok and len(self.diags) == before
         self.claims[res.check] = self.claims.get(res.check, 0) + 1
@@ -273,8 +273,7 @@ class _Verifier:
                       test=literal.describe(), unit=unit.symbol if unit else "", source=source,
                       source_line=res.lines.get(name), **_provenance(res), **at)
 
-    def unit(self, res: CheckResult, name: str, value: Any, literal: ClaimLiteral, m: re.Match[str],
-             line: int, ok: bool) -> Unit | None:
+    def unit(self, res: CheckResult, name: str, value: Any, m: re.Match[str], line: int) -> Unit | None:
         """The value's unit; a different unit written after the claim is an error with both readings."""
         declared = res.units.get(name)
         unit = parse_unit(declared) if declared else name_unit(name)

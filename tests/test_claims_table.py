@@ -40,6 +40,7 @@ D = Decimal
     ("2·10^-3", "sci", D("0.002"), 1, 1, "to 1 significant figure(s)"),
     ("2 \\cdot 10^{−3}", "sci", D("0.002"), 1, 1, "to 1 significant figure(s)"),
     ("at least 5", "bound", D(5), 0, None, "as the bound >= 5"),
+    ("more than 0", "bound", D(0), 0, None, "as the bound > 0"),
     ("at most 2.5%", "bound", D("2.5"), 0, None, "as the bound <= 2.5%"),
     ("under 3", "bound", D(3), 0, None, "as the bound < 3"),
     ("over 1e3", "bound", D("1E+3"), 0, None, "as the bound > 1000"),

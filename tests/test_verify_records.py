@@ -246,3 +246,31 @@ def test_another_check_that_recorded_nothing_is_reported_at_the_claim() -> None:
     assert errors("\n\n[[1|empty:x]]", ctx(results=results)) == [
         "problems/X.md:3: check 'checks/empty.py' ran but recorded nothing: record what the page states with "
         "numbook.check.given(), value(), sanity() or figure()"]
+
+
+def test_markers_on_a_failed_check_are_unverified_and_another_checks_failure_sits_at_the_marker() -> None:
+    failed = CheckResult("checks/demo.py", Status.ERROR, stderr="KeyError: k\n")
+    rep = verify_page("[[sanity:x]]\n[[figure:f]]\n[[1|z]]\n\n[[sanity:broken:y]]",
+                      ctx(results={**RESULTS, "demo.py": failed}))
+    assert [(r.kind, r.ok) for r in rep.records] == [(RecordKind.UNVERIFIED, False)] * 4
+    assert [str(d).splitlines()[0] for d in rep.diagnostics] == [   # one fault per failed check
+        "problems/X.md:4: check 'checks/demo.py' raised: KeyError: k",       # at the page's check: line
+        "problems/X.md:5: check 'checks/broken.py' raised: ValueError: no"]  # at the marker that names it
+
+
+def test_a_sanity_entry_without_a_message_has_none_in_its_record_or_its_fault() -> None:
+    res = CheckResult("checks/demo.py", "ok", sanity={"quiet": {"ok": False}, "fine": {"ok": True}})
+    rep = verify_page("A. [[sanity:quiet]] B. [[sanity:fine]]", ctx(results={"demo.py": res}))
+    assert [str(d) for d in rep.diagnostics] == ["problems/X.md:1: sanity 'quiet' failed in checks/demo.py"]
+    assert [(r.ok, r.message) for r in rep.records] == [(False, ""), (True, "")]
+
+
+def test_a_figure_names_the_figures_its_check_draws_and_records_its_provenance() -> None:
+    res = CheckResult("checks/demo.py", "ok", cached=True, device="cpu: x",
+                      figures={"a": {"caption": "A.", "svg": "<svg/>"}, "b": {"caption": "B.", "svg": "<svg/>"}})
+    rep = verify_page("[[figure:a]]\n[[figure:c]]", ctx(results={"demo.py": res}))
+    assert [str(d) for d in rep.diagnostics] == [
+        "problems/X.md:2: figure 'c' is not drawn by checks/demo.py (it draws: a, b)"]
+    first = rep.records[0]
+    assert (first.kind, first.caption, first.svg, first.how, first.device) == (
+        RecordKind.FIGURE, "A.", "<svg/>", "from cache", "cpu: x")

@@ -36,6 +36,8 @@ WHO = """
     value("hashseed", os.environ.get("PYTHONHASHSEED"))
     value("draws", [random.random(), float(np.random.rand())])
     value("main", __name__)
+    value("utf8", sys.flags.utf8_mode)
+    value("hash", hash("numbook"))            # the parent's PYTHONHASHSEED=0, as a fresh interpreter's
     print("square", n * n)
 """
 
@@ -56,6 +58,8 @@ def test_a_check_that_imports_numpy_is_forked_and_sees_what_a_fresh_interpreter_
         assert res.values["session_leader"] and res.values["cwd_is_work"] and res.values["tmp_is_scratch"]
         assert (res.values["stray"], res.values["hashseed"], res.values["main"]) == ("absent", "0", "__main__")
     assert set(forked.reads) == set(fresh.reads) - {"src/numbook/sandbox.py"} and "checks/who.py" in forked.reads
+    assert (forked.values["utf8"], forked.values["hash"]) == (fresh.values["utf8"], fresh.values["hash"]) and \
+        forked.values["utf8"] == 1
     assert forked.values["draws"] != again.values["draws"]   # seeded afresh, as an interpreter seeds from the OS
 
 

@@ -1,0 +1,89 @@
+"""The runner's cache across machines and over time, in fast tests: a bundle carries a shard's results, merge
+puts them into another cache (where each entry still holds only while its files are unchanged), and prune
+removes the entries no check of this build asked for. Also the warm parent's own life: its session, its
+environment, and a process that used it ending promptly."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from numbook.runner import Runner, _zygote
+
+CHECK = "from numbook.check import given, value\nn = given('n', 3)\nvalue('sq', n * n)\n"
+
+
+def project(tmp_path: Path, **checks: str) -> Path:
+    (tmp_path / "checks").mkdir(parents=True, exist_ok=True)
+    for name, src in checks.items():
+        (tmp_path / "checks" / f"{name}.py").write_text(textwrap.dedent(src), encoding="utf-8")
+    return tmp_path
+
+
+def test_a_bundle_carries_results_to_another_cache_which_serves_them_without_running(tmp_path: Path) -> None:
+    root = project(tmp_path / "a", a=CHECK, b=CHECK.replace("3", "4"))
+    shard = Runner(root, cache_dir=".cache")
+    results = [shard.result("a.py"), shard.result("b.py")]
+    bundle = shard.bundle(results)
+    assert (bundle["numbook_bundle"], bundle["device"], bundle["versions"]) == (1, shard.device, shard.versions)
+    assert sorted(bundle["entries"]) == sorted(r.key for r in results)
+    assert Runner(root, cache_dir=None).bundle(results)["entries"] == {}      # no cache, nothing to carry
+
+    other = project(tmp_path / "b", a=CHECK, b=CHECK.replace("3", "4"))       # a clean checkout elsewhere
+    merged = Runner(other, cache_dir=".cache")
+    assert merged.merge(json.loads(json.dumps(bundle))) == 2
+    got = Runner(other, cache_dir=".cache").result("b.py")
+    assert (got.cached, got.values) == (True, {"sq": 16})
+    (other / "checks" / "a.py").write_text(CHECK.replace("3", "5"), encoding="utf-8")
+    assert Runner(other, cache_dir=".cache").result("a.py").cached is False   # its source changed: run again
+
+
+@pytest.mark.parametrize("bundle", [{}, {"numbook_bundle": 2, "entries": {}}, {"entries": {"k": {}}}])
+def test_merge_refuses_what_is_no_bundle_and_a_runner_without_a_cache(tmp_path: Path, bundle: dict) -> None:
+    with pytest.raises(ValueError, match=r"^not a numbook result bundle \(or this runner has no cache\)$"):
+        Runner(tmp_path, cache_dir=".cache").merge(bundle)
+    with pytest.raises(ValueError, match="not a numbook result bundle"):
+        Runner(tmp_path, cache_dir=None).merge({"numbook_bundle": 1, "entries": {}})
+
+
+def test_prune_removes_every_entry_no_check_of_this_build_keyed(tmp_path: Path) -> None:
+    root = project(tmp_path, a=CHECK, b=CHECK.replace("3", "4"), c=CHECK.replace("3", "5"))
+    Runner(root, cache_dir=".cache").run_many(["a.py", "b.py", "c.py"])
+    assert len(list((root / ".cache").glob("*.json"))) == 3
+    later = Runner(root, cache_dir=".cache")
+    later.result("a.py")
+    assert later.prune() == 2 and [f.stem for f in (root / ".cache").glob("*.json")] == [later.result("a.py").key]
+    assert later.prune() == 0
+    assert Runner(root, cache_dir=".nothing-here").prune() == 0 and Runner(root, cache_dir=None).prune() == 0
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH", "VIRTUAL_ENV")}
+
+
+def test_the_warm_parent_lives_in_its_own_session_and_ends_when_closed() -> None:
+    z = _zygote({**_env(), "PYTHONHASHSEED": "0"}, ("json",))
+    assert z is not None and z.ready and z.alive
+    assert os.getsid(z.proc.pid) == z.proc.pid != os.getsid(0)   # a terminal's Ctrl-C is not its to take
+    z.close()
+    assert z.proc.poll() is not None
+
+
+def test_a_process_that_used_the_warm_parent_exits_promptly() -> None:
+    """The thread that reads the warm parent's answers must not keep the interpreter from ending."""
+    code = textwrap.dedent("""
+        import pathlib, tempfile
+        from numbook.runner import Runner
+        root = pathlib.Path(tempfile.mkdtemp())
+        (root / "checks").mkdir()
+        (root / "checks" / "a.py").write_text("import numpy\\nfrom numbook.check import value\\nvalue('x', 1)\\n")
+        print(Runner(root, cache_dir=None, preload=("numpy",)).result("a.py").status)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr

@@ -87,3 +87,73 @@ def test_a_process_that_used_the_warm_parent_exits_promptly() -> None:
     """)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False)
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr
+
+
+ENV_NAMES = ["TMPDIR", "TEMP", "TMP", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "TORCHINDUCTOR_CACHE_DIR",
+             "TRITON_CACHE_DIR", "TORCH_HOME", "NUMBOOK_ROOT", "NUMBOOK_SCRATCH", "NUMBOOK_READS", "NUMBOOK_MEMORY",
+             "NUMBOOK_MEMORY_LIMIT", "NUMBOOK_CHECK", "NUMBOOK_FACTS", "NUMBOOK_DEVICE", "PYTHONHASHSEED",
+             "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "LC_NUMBOOK_TEST", "OMP_NUM_THREADS", "NB_DECLARED",
+             "NB_UNDECLARED", "NUMBOOK_PERTURB"]
+ENV_CHECK = """
+    # numbook: env=NB_DECLARED, memory=2GiB
+    import os{extra}
+    from numbook.check import value
+    for name in {names!r}:
+        value(name, os.environ.get(name, "-"))
+"""
+
+
+@pytest.mark.parametrize("extra", ["", ", numpy"], ids=["fresh", "forked"])
+def test_a_check_sees_exactly_the_environment_the_runner_builds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                extra: str) -> None:
+    for name, val in [("LC_NUMBOOK_TEST", "x"), ("OMP_NUM_THREADS", "1"), ("NB_DECLARED", "yes"),
+                      ("NB_UNDECLARED", "no"), ("NUMBOOK_DEVICE", "cpu: test")]:
+        monkeypatch.setenv(name, val)
+    root = project(tmp_path, env=ENV_CHECK.format(extra=extra, names=ENV_NAMES))
+    res = Runner(root, cache_dir=None).result("env.py")
+    assert res.status == "ok", res.stderr
+    env = res.values
+    scratch = Path(env["NUMBOOK_SCRATCH"])
+    assert scratch.name.startswith("numbook-") and not scratch.is_relative_to(root)
+    assert {k: env[k] for k in ("TMPDIR", "TEMP", "TMP")} == dict.fromkeys(("TMPDIR", "TEMP", "TMP"),
+                                                                           str(scratch / "tmp"))
+    assert (env["MPLCONFIGDIR"], env["XDG_CACHE_HOME"], env["XDG_CONFIG_HOME"]) == (
+        str(scratch / "matplotlib"), str(scratch / "cache"), str(scratch / "config"))
+    assert (env["TORCHINDUCTOR_CACHE_DIR"], env["TRITON_CACHE_DIR"], env["TORCH_HOME"]) == (
+        str(scratch / "cache" / "torchinductor"), str(scratch / "cache" / "triton"), str(scratch / "cache" / "torch"))
+    assert (env["NUMBOOK_ROOT"], env["NUMBOOK_READS"], env["NUMBOOK_CHECK"], env["NUMBOOK_FACTS"]) == (
+        str(root.resolve()), str(scratch / "reads.txt"), "checks/env.py", str(root.resolve() / "checks/facts.yml"))
+    assert (env["NUMBOOK_MEMORY"], env["NUMBOOK_MEMORY_LIMIT"], env["NUMBOOK_DEVICE"]) == (str(2 * 2**30), "as",
+                                                                                          "cpu: test")
+    assert (env["PYTHONHASHSEED"], env["PYTHONUNBUFFERED"], env["PYTHONDONTWRITEBYTECODE"]) == ("0", "1", "1")
+    assert (env["LC_NUMBOOK_TEST"], env["OMP_NUM_THREADS"], env["NB_DECLARED"], env["NB_UNDECLARED"]) == (
+        "x", "1", "yes", "-")
+    assert env["NUMBOOK_PERTURB"] == "-"
+    nudged = Runner(root, cache_dir=None).result("env.py", perturb="n")
+    assert nudged.values.get("NUMBOOK_PERTURB") == "n"
+
+
+def test_a_check_without_a_memory_limit_gets_none(tmp_path: Path) -> None:
+    root = project(tmp_path, m="# numbook: memory=none\nimport os\nfrom numbook.check import value\n"
+                               "value('m', os.environ['NUMBOOK_MEMORY'] or 'none')\n")
+    assert Runner(root, cache_dir=None).result("m.py").values == {"m": "none"}
+
+
+def test_the_device_is_named_by_nvidia_smi_when_a_gpu_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from numbook.runner import detect_device
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-123)'\necho 'GPU 1: NVIDIA H200 (UUID: GPU-4)'\n",
+                   encoding="utf-8")
+    smi.chmod(0o755)
+    monkeypatch.delenv("NUMBOOK_DEVICE", raising=False)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    assert detect_device() == "cuda: NVIDIA H200"
+    smi.write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n", encoding="utf-8")
+    assert detect_device().startswith("cpu: ")
+    smi.write_text("#!/bin/sh\necho 'garbled'\n", encoding="utf-8")
+    assert detect_device().startswith("cpu: ")
+    smi.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
+    assert detect_device().startswith("cpu: ")
+    monkeypatch.setenv("NUMBOOK_DEVICE", "cuda: pretend")
+    assert detect_device() == "cuda: pretend"

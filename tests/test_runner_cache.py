@@ -36,12 +36,13 @@ def test_a_bundle_carries_results_to_another_cache_which_serves_them_without_run
     assert Runner(root, cache_dir=None).bundle(results)["entries"] == {}      # no cache, nothing to carry
 
     other = project(tmp_path / "b", a=CHECK, b=CHECK.replace("3", "4"))       # a clean checkout elsewhere
-    merged = Runner(other, cache_dir=".cache")
+    merged = Runner(other, cache_dir=".cache/numbook")                         # a cache folder not made yet
     assert merged.merge(json.loads(json.dumps(bundle))) == 2
-    got = Runner(other, cache_dir=".cache").result("b.py")
+    assert merged.merge(json.loads(json.dumps(bundle))) == 2                   # merging again is no error
+    got = Runner(other, cache_dir=".cache/numbook").result("b.py")
     assert (got.cached, got.values) == (True, {"sq": 16})
     (other / "checks" / "a.py").write_text(CHECK.replace("3", "5"), encoding="utf-8")
-    assert Runner(other, cache_dir=".cache").result("a.py").cached is False   # its source changed: run again
+    assert Runner(other, cache_dir=".cache/numbook").result("a.py").cached is False   # its source changed
 
 
 @pytest.mark.parametrize("bundle", [{}, {"numbook_bundle": 2, "entries": {}}, {"entries": {"k": {}}}])

@@ -130,3 +130,51 @@ def test_a_notebook_runs_in_a_forked_shell_with_the_outputs_a_kernel_gives(tmp_p
     nb["cells"].append(code("raise ValueError('no')"))  # type: ignore[attr-defined]
     with pytest.raises(standalone.NotebookError, match=r"^ValueError: no$"):
         standalone.execute(nb, tmp_path / "a", timeout=60, runner=Runner(tmp_path, cache_dir=None))
+
+
+def test_the_cells_of_a_notebook_run_in_a_forked_shell_with_their_own_scratch_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NUMBOOK_DEVICE", "cpu: test")
+    runner = Runner(tmp_path, cache_dir=None)
+    cells = [f"import os, sys, tempfile\nprint(os.getcwd() == {str(tmp_path)!r})",
+             "{k: os.environ.get(k, '-') for k in ('NUMBOOK_DEVICE', 'PYTHONHASHSEED', 'NB_STRAY')}",
+             "os.environ['TMPDIR'] == tempfile.gettempdir() and os.environ['MPLCONFIGDIR'].startswith("
+             "os.path.dirname(os.environ['TMPDIR']))",
+             "os.path.basename(os.environ['IPYTHONDIR']), os.path.basename(os.environ['XDG_CACHE_HOME']), "
+             "os.path.basename(os.environ['XDG_CONFIG_HOME']), os.environ['TEMP'] == os.environ['TMP'] == "
+             f"os.environ['TMPDIR'], os.getppid() != {os.getpid()}"]
+    monkeypatch.setenv("NB_STRAY", "leaked")
+    done = runner.run_cells(cells, tmp_path, timeout=60)
+    assert done is not None and done["error"] is None
+    shown = [[(o.get("name") or o["output_type"], "".join(o.get("text") or o["data"]["text/plain"]))
+              for o in c["outputs"]] for c in done["cells"]]
+    assert shown == [[("stdout", "True\n")],
+                     [("execute_result", "{'NUMBOOK_DEVICE': 'cpu: test', 'PYTHONHASHSEED': '0', 'NB_STRAY': '-'}")],
+                     [("execute_result", "True")],
+                     [("execute_result", "('ipython', 'cache', 'config', True, True)")]]
+    assert [c["execution_count"] for c in done["cells"]] == [1, 2, 3, 4]
+
+
+def test_a_notebook_that_hangs_or_kills_its_shell_is_an_error_and_no_warm_parent_means_a_kernel(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = Runner(tmp_path, cache_dir=None)
+    assert runner.run_cells(["import time\ntime.sleep(30)"], tmp_path, timeout=1) == {
+        "cells": [], "error": "the notebook did not finish in 1 s"}
+    died = runner.run_cells(["import os\nos.write(2, b'going\\n')\nos._exit(3)"], tmp_path, timeout=30)
+    assert died == {"cells": [], "error": "going"}
+    silent = runner.run_cells(["import os\nos._exit(3)"], tmp_path, timeout=30)
+    assert silent == {"cells": [], "error": "the notebook's process ended without a result"}
+    assert Runner(tmp_path, cache_dir=None, preload=()).run_cells(["1"], tmp_path, timeout=30) is None
+    monkeypatch.setenv(ZYGOTE_ENV, "0")
+    assert runner.run_cells(["1"], tmp_path, timeout=30) is None
+
+
+def test_a_check_that_kills_the_warm_parent_is_an_error_that_says_so_not_a_timeout(tmp_path: Path) -> None:
+    root = project(tmp_path, killer="# numbook: timeout=20\nimport os, signal, time, numpy\n"
+                                    "parent = open(f'/proc/{os.getppid()}/cmdline', 'rb').read()\n"
+                                    "if b'numbook.zygote' in parent:   # never the runner's own process\n"
+                                    "    os.kill(os.getppid(), signal.SIGKILL)\n"
+                                    "time.sleep(1)\n")
+    res = Runner(root, cache_dir=None).result("killer.py")
+    assert res.status == "error" and res.elapsed_s < 15
+    assert res.stderr.strip().endswith("numbook: the warm parent the check was forked from ended before the check did")

@@ -502,7 +502,8 @@ class Runner:
             return None
         libs = "|".join(re.escape(m) for m in self.preload)
         try:
-            uses = re.search(rf"^[ \t]*(?:import|from)[ \t]+(?:{libs}|_\w+)\b", path.read_text(encoding="utf-8"), re.M)
+            uses = re.search(rf"^[ \t]*(?:from[ \t]+(?:{libs}|_\w+)\b|import[ \t][^#\n]*?\b(?:{libs}|_\w+)\b)",
+                             path.read_text(encoding="utf-8"), re.M)
         except OSError:
             uses = None
         if uses is None:

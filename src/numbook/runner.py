@@ -138,6 +138,7 @@ class _Zygote:
         with self._cond:
             self.alive = False
             self._cond.notify_all()
+        self.proc.stdout.close()   # the parent is gone: its pipe is this thread's to close
 
     def start(self, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path,
               **what: Any) -> tuple[int, int] | None:

@@ -178,3 +178,10 @@ def test_a_check_that_kills_the_warm_parent_is_an_error_that_says_so_not_a_timeo
     res = Runner(root, cache_dir=None).result("killer.py")
     assert res.status == "error" and res.elapsed_s < 15
     assert res.stderr.strip().endswith("numbook: the warm parent the check was forked from ended before the check did")
+
+
+def test_a_library_that_prints_when_imported_cannot_break_the_warm_parents_answers(tmp_path: Path) -> None:
+    """`import this` prints the Zen of Python: into /dev/null in the warm parent, not into its answers."""
+    root = project(tmp_path, a="import os, numpy\nfrom numbook.check import value\nvalue('parent', os.getppid())\n")
+    res = Runner(root, cache_dir=None, preload=("this", "numpy")).result("a.py")
+    assert res.status == "ok" and res.values["parent"] != os.getpid() and res.stdout == ""

@@ -47,6 +47,7 @@ def _child(req: dict[str, Any]) -> None:
     """In the forked child: become the check's process and run it; never returns."""
     code = 1
     try:
+        os.close(_PROTO)   # the answers are the parent's to write
         os.setsid()
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -156,14 +157,25 @@ def _cells(cells: list[str], out: str) -> None:
         json.dump({"cells": done, "error": error}, fh)
 
 
+_PROTO = 1   # the fd the answers go to: standard output as started, moved off fd 1 by main()
+
+
 def _say(obj: dict[str, Any]) -> None:
     data = (json.dumps(obj) + "\n").encode()
     while data:
-        data = data[os.write(1, data):]
+        data = data[os.write(_PROTO, data):]
 
 
 def main(argv: list[str] | None = None) -> None:
+    global _PROTO
     names = sys.argv[1:] if argv is None else argv
+    # answers go to a copy of standard output; fd 1 itself goes to /dev/null, so that a library that
+    # prints while it is imported cannot write into the answers
+    sys.stdout.flush()
+    _PROTO = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
     loaded = []
     for name in names:
         try:
@@ -171,7 +183,6 @@ def main(argv: list[str] | None = None) -> None:
             loaded.append(name)
         except Exception:   # noqa: BLE001 - a library that does not import is imported by the check, or not
             pass
-    sys.stdout.flush()
     _say({"ready": loaded})
     children: dict[int, Any] = {}
     pending = b""

@@ -116,7 +116,7 @@ def mutation(session: nox.Session) -> None:
     in tests/mutation/equivalents.toml and left out of the score. ``nox -s mutation -- --min 90``
     fails below 90% for any module. Takes about an hour on 2 cores (about 2,000 mutants).
     """
-    _run_in_book(session, "python", "-m", "pip", "install", "-q", "mutmut==3.8.1")
+    _run_in_book(session, "python", "-m", "pip", "install", "-q", "mutmut==3.8.1", "pytest-timeout==2.4.0")
     shutil.rmtree(ROOT / "mutants", ignore_errors=True)   # a fresh copy of the sources and tests
     _run_in_book(session, "mutmut", "run", "--max-children", str(os.cpu_count() or 1))
     _run_in_book(session, "python", "tools/mutation_score.py", *session.posargs)

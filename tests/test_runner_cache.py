@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from numbook.runner import Runner, _zygote
+import numbook
+from numbook.runner import Runner, _close_zygotes, _zygote
+
+
+@pytest.fixture(autouse=True)
+def _own_warm_parent() -> None:
+    """Each test starts its own warm parent (the runner shares one per process)."""
+    _close_zygotes()
 
 CHECK = "from numbook.check import given, value\nn = given('n', 3)\nvalue('sq', n * n)\n"
 
@@ -86,7 +93,10 @@ def test_a_process_that_used_the_warm_parent_exits_promptly() -> None:
         (root / "checks" / "a.py").write_text("import numpy\\nfrom numbook.check import value\\nvalue('x', 1)\\n")
         print(Runner(root, cache_dir=None, preload=("numpy",)).result("a.py").status)
     """)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False)
+    here = str(Path(numbook.__file__).resolve().parents[1])   # the numbook this test imported, not another copy
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False,
+                          env=env)
     assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr
 
 

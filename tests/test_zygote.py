@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from numbook.runner import ZYGOTE_ENV, Runner
+from numbook.runner import ZYGOTE_ENV, Runner, _close_zygotes
+
+
+@pytest.fixture(autouse=True)
+def _own_warm_parent() -> None:
+    """Each test starts its own warm parent: the runner shares one per process, which would let only the
+    first test of a session see how a warm parent is started."""
+    _close_zygotes()
 
 
 def project(tmp_path: Path, **checks: str) -> Path:

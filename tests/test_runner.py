@@ -11,15 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from _project import project
 from numbook.runner import CheckResult, Runner, Status, read_header
-
-
-def project(tmp_path: Path, **checks: str) -> Path:
-    (tmp_path / "checks").mkdir(parents=True)
-    for name, src in checks.items():
-        (tmp_path / "checks" / f"{name}.py").write_text(textwrap.dedent(src), encoding="utf-8")
-    return tmp_path
-
 
 SIMPLE = """
     from numbook.check import given, value

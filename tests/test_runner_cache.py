@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import numbook
+from _project import project
 from numbook.runner import Runner, _close_zygotes, _zygote
 
 
@@ -25,12 +26,6 @@ def _own_warm_parent() -> None:
 
 CHECK = "from numbook.check import given, value\nn = given('n', 3)\nvalue('sq', n * n)\n"
 
-
-def project(tmp_path: Path, **checks: str) -> Path:
-    (tmp_path / "checks").mkdir(parents=True, exist_ok=True)
-    for name, src in checks.items():
-        (tmp_path / "checks" / f"{name}.py").write_text(textwrap.dedent(src), encoding="utf-8")
-    return tmp_path
 
 
 def test_a_bundle_carries_results_to_another_cache_which_serves_them_without_running(tmp_path: Path) -> None:

@@ -4,11 +4,11 @@ runner, and the scratch folder a check runs in. Each is a page or a check in, a 
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from _project import project
 from numbook.runner import CheckResult, Runner, Status, read_header
 from numbook.verify import PageContext, RecordKind, verify_page
 
@@ -96,12 +96,6 @@ def test_a_malformed_header_is_refused_with_what_to_write(header: str, message: 
         read_header(header)
     assert str(err.value).startswith(message)
 
-
-def project(tmp_path: Path, **checks: str) -> Path:
-    (tmp_path / "checks").mkdir(parents=True, exist_ok=True)
-    for name, src in checks.items():
-        (tmp_path / "checks" / f"{name}.py").write_text(textwrap.dedent(src), encoding="utf-8")
-    return tmp_path
 
 
 def test_a_check_with_a_malformed_header_is_an_error_that_says_so_and_runs_nothing(tmp_path: Path) -> None:

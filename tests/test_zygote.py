@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import re
-import textwrap
 from pathlib import Path
 
 import pytest
 
+from _project import project
 from numbook.runner import ZYGOTE_ENV, Runner, _close_zygotes
 
 
@@ -21,12 +21,6 @@ def _own_warm_parent() -> None:
     first test of a session see how a warm parent is started."""
     _close_zygotes()
 
-
-def project(tmp_path: Path, **checks: str) -> Path:
-    (tmp_path / "checks").mkdir(parents=True, exist_ok=True)
-    for name, src in checks.items():
-        (tmp_path / "checks" / f"{name}.py").write_text(textwrap.dedent(src), encoding="utf-8")
-    return tmp_path
 
 
 WHO = """

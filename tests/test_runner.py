@@ -230,12 +230,28 @@ def test_header_rejects_a_bad_size() -> None:
 def test_alone_checks_run_after_the_others_one_at_a_time(tmp_path: Path) -> None:
     stamp = "import time\nfrom numbook.check import value\nvalue('t0', time.time()); time.sleep(0.3)\n" \
             "value('t1', time.time())\n"
-    root = project(tmp_path, a=stamp, b=stamp, m1="# numbook: alone\n" + stamp, m2="# numbook: alone\n" + stamp)
-    res = Runner(root, cache_dir=None, jobs=4).run_many(["m1.py", "a.py", "m2.py", "b.py"])
-    spans = {k: (r.values["t0"], r.values["t1"]) for k, r in res.items()}
+    long = stamp.replace("0.3", "1.0")   # long enough to overlap however late the second interpreter starts
+    root = project(tmp_path, a=long, b=long, m1="# numbook: alone\n" + stamp, m2="# numbook: alone\n" + stamp,
+                   bad="# numbook: alone=yes\n" + stamp)   # a header that does not parse: an error, not alone
+    order: list[str] = []
+    res = Runner(root, cache_dir=None, jobs=4).run_many(["m1.py", "a.py", "m2.py", "bad.py", "b.py"],
+                                                        progress=lambda done, total, r, running: order.append(r.check))
+    assert res["bad.py"].status == "error"
+    assert set(order[:3]) == {"checks/a.py", "checks/b.py", "checks/bad.py"}   # the shared phase, then the alone
+    spans = {k: (r.values["t0"], r.values["t1"]) for k, r in res.items() if k != "bad.py"}
     assert max(spans["a.py"][1], spans["b.py"][1]) <= min(spans["m1.py"][0], spans["m2.py"][0])
     first, second = sorted([spans["m1.py"], spans["m2.py"]])
     assert first[1] <= second[0]
+    assert spans["a.py"][0] < spans["b.py"][1] and spans["b.py"][0] < spans["a.py"][1]   # jobs=4: side by side
+
+
+def test_one_job_runs_the_checks_one_at_a_time(tmp_path: Path) -> None:
+    stamp = "import time\nfrom numbook.check import value\nvalue('t0', time.time()); time.sleep(0.3)\n" \
+            "value('t1', time.time())\n"
+    root = project(tmp_path, a=stamp, b=stamp, c=stamp)
+    res = Runner(root, cache_dir=None, jobs=1).run_many(["a.py", "b.py", "c.py"])
+    spans = sorted((r.values["t0"], r.values["t1"]) for r in res.values())
+    assert all(earlier[1] <= later[0] for earlier, later in zip(spans, spans[1:], strict=False))
 
 
 def test_header_rejects_unknown_keys() -> None:

@@ -163,3 +163,38 @@ def test_the_device_is_named_by_nvidia_smi_when_a_gpu_answers(tmp_path: Path, mo
     assert detect_device().startswith("cpu: ")
     monkeypatch.setenv("NUMBOOK_DEVICE", "cuda: pretend")
     assert detect_device() == "cuda: pretend"
+
+
+def test_the_runner_reads_checks_and_their_output_as_utf8_whatever_the_locale(tmp_path: Path) -> None:
+    """A build machine whose locale is plain C (ASCII): the runner still reads a check's source, header, output,
+    the files it read and a notebook's error as UTF-8, as the check wrote them."""
+    root = project(tmp_path, a="# numbook: alone\n# µs, ≤ and naïve: a check may say them\nimport os, sys, numpy\n"
+                               "from numbook.check import value\nprint('µs ≤ 2')\nprint('naïve', file=sys.stderr)\n"
+                               "open(__file__.replace('a.py', 'données.txt')).read()\n"
+                               "value('parent', os.getppid())\n")
+    (root / "checks" / "données.txt").write_text("é", encoding="utf-8")
+    (root / "checks" / "b.py").write_text("import time\nfrom numbook.check import value\ntime.sleep(1)\nvalue('x', 1)\n",
+                                          encoding="utf-8")
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(f"""
+        import json, pathlib
+        from numbook.runner import Runner
+        runner = Runner(pathlib.Path({str(root)!r}), cache_dir=None)
+        cells = runner.run_cells(["import os\\nos.write(2, 'na\\u00efve \\u2264\\\\n'.encode())\\nos._exit(3)"],
+                                 pathlib.Path({str(tmp_path)!r}), timeout=60)
+        # the warm parent is up now: a forked check would finish well before b, were it not alone
+        order = []
+        res = runner.run_many(["a.py", "b.py"], progress=lambda done, total, r, running: order.append(r.check))["a.py"]
+        assert order == ["checks/b.py", "checks/a.py"], order   # a's header says alone: it runs after b
+        print(json.dumps([res.status, res.stdout, res.stderr, sorted(res.reads), res.values.get("parent"), cells]))
+    """), encoding="ascii")
+    here = str(Path(numbook.__file__).resolve().parents[1])   # the numbook this test imported
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]),
+           "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, encoding="utf-8",
+                          errors="replace", timeout=120, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    status, stdout, stderr, reads, parent, cells = json.loads(done.stdout)
+    assert (status, stdout, stderr) == ("ok", "µs ≤ 2\n", "naïve\n"), stderr
+    assert "checks/données.txt" in reads and parent is not None
+    assert cells == {"cells": [], "error": "naïve ≤"}

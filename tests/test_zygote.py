@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import os
 import re
+import signal
+import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from _project import project
-from numbook.runner import ZYGOTE_ENV, Runner, _close_zygotes
+from numbook.runner import ZYGOTE_ENV, Runner, _close_zygotes, _Zygote
 
 
 @pytest.fixture(autouse=True)
@@ -186,3 +190,111 @@ def test_a_library_that_prints_when_imported_cannot_break_the_warm_parents_answe
     root = project(tmp_path, a="import os, numpy\nfrom numbook.check import value\nvalue('parent', os.getppid())\n")
     res = Runner(root, cache_dir=None, preload=("this", "numpy")).result("a.py")
     assert res.status == "ok" and res.values["parent"] != os.getpid() and res.stdout == ""
+
+
+def test_what_the_warm_parent_imports_sees_the_scrubbed_environment_and_a_neutral_folder_and_says_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """A preloaded library runs its import-time code in the warm parent, once, for every check after: it must
+    see what it would see in a fresh check (the scrubbed environment, not the runner's), must not run in the
+    runner's folder nor in a shared one like /tmp (``python -m`` puts its folder first on sys.path, where any
+    file could stand in for an installed module), and what it
+    prints while imported goes nowhere (a fresh check's import writes into that check's own output)."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "probe.py").write_text("import os, sys\n"
+                                  "SEEN = {'stray': os.environ.get('NUMBOOK_TEST_STRAY', 'absent'),\n"
+                                  "        'cwd': os.getcwd()}\n"
+                                  "print('probe: imported', file=sys.stderr, flush=True)\n", encoding="utf-8")
+    root = project(tmp_path / "book", a="import probe\nfrom numbook.check import value\n"
+                                       "value('stray', probe.SEEN['stray'])\nvalue('cwd', probe.SEEN['cwd'])\n")
+    shared = tmp_path / "shared"   # the machine's temporary folder, where anyone may leave a file
+    shared.mkdir()
+    (shared / "probe.py").write_text("SEEN = {'stray': 'planted', 'cwd': 'planted'}\n", encoding="utf-8")
+    monkeypatch.setattr(tempfile, "tempdir", str(shared))
+    monkeypatch.setenv("PYTHONPATH", str(lib))
+    monkeypatch.setenv("NUMBOOK_TEST_STRAY", "leaked")
+    monkeypatch.chdir(root)
+    runner = Runner(root, cache_dir=None, preload=("probe",))
+    done = runner.run_cells([f"import probe\nprobe.SEEN['stray'], probe.SEEN['cwd'] != {str(root)!r}"], tmp_path,
+                            timeout=60)
+    res = runner.result("a.py")
+    assert res.status == "ok", res.stderr
+    assert res.values["stray"] == "absent" and res.values["cwd"] != str(root)
+    assert done is not None and "".join(done["cells"][0]["outputs"][0]["data"]["text/plain"]) == "('absent', True)"
+    assert "probe: imported" not in capfd.readouterr().err
+
+
+def test_a_check_whose_warm_parent_dies_keeps_what_it_wrote_and_ends_as_killed(tmp_path: Path) -> None:
+    root = project(tmp_path, killer="# numbook: timeout=20\nimport os, signal, sys, time, numpy\n"
+                                    "print('partial', flush=True)\nprint('before', file=sys.stderr, flush=True)\n"
+                                    "parent = open(f'/proc/{os.getppid()}/cmdline', 'rb').read()\n"
+                                    "if b'numbook.zygote' in parent:\n"
+                                    "    os.kill(os.getppid(), signal.SIGKILL)\n"
+                                    "time.sleep(1)\n")
+    res = Runner(root, cache_dir=None).result("killer.py")
+    assert (res.status, res.returncode, res.stdout) == ("error", -9, "partial\n")
+    assert res.stderr.splitlines() == ["before", "",
+                                       "numbook: the warm parent the check was forked from ended before the check did"]
+
+
+def test_bytes_that_are_not_utf8_come_back_replaced_not_as_a_crash(tmp_path: Path) -> None:
+    """A check (or a notebook cell) may write any bytes; the runner shows them with U+FFFD, forked or fresh."""
+    root = project(tmp_path, raw="import sys, numpy\nsys.stdout.buffer.write(b'bad \\xff\\n')\n"
+                                 "sys.stderr.buffer.write(b'worse \\xfe\\n')\nsys.exit(1)\n")
+    forked = Runner(root, cache_dir=None).result("raw.py")
+    fresh = Runner(root, cache_dir=None, preload=()).result("raw.py")
+    for res in (forked, fresh):
+        assert (res.status, res.stdout, res.stderr) == ("error", "bad \ufffd\n", "worse \ufffd\n")
+    died = Runner(root, cache_dir=None).run_cells(["import os\nos.write(2, b'gone \\xff\\n')\nos._exit(3)"], tmp_path,
+                                                  timeout=30)
+    assert died == {"cells": [], "error": "gone \ufffd"}
+
+
+def test_notebook_cells_leave_only_what_they_write_in_their_folder_and_a_timeout_ends_promptly(
+        tmp_path: Path) -> None:
+    work = tmp_path / "nb"
+    work.mkdir()
+    runner = Runner(tmp_path, cache_dir=None)
+    done = runner.run_cells(["print('hi')", "open('mine.txt', 'w').write('x')"], work, timeout=60)
+    assert done is not None and done["error"] is None
+    assert sorted(p.name for p in work.iterdir()) == ["mine.txt"]
+    started = time.monotonic()
+    assert runner.run_cells(["import time\ntime.sleep(60)"], work, timeout=1) == {
+        "cells": [], "error": "the notebook did not finish in 1 s"}
+    assert time.monotonic() - started < 15
+
+
+def test_closing_a_warm_parent_ends_it_even_when_it_stopped_answering_or_already_died() -> None:
+    stopped = _Zygote(Runner._zygote_env(), ("json",))
+    assert stopped.ready
+    os.kill(stopped.proc.pid, signal.SIGSTOP)         # it can no longer see its input close
+    started = time.monotonic()
+    stopped.close()
+    assert stopped.proc.wait(timeout=5) == -signal.SIGKILL and 4 < time.monotonic() - started < 15
+    assert not os.path.exists(stopped.home)
+
+    dead = _Zygote(Runner._zygote_env(), ("json",))
+    dead.proc.kill()
+    dead.proc.wait()
+    assert dead.proc.stdin is not None
+    dead.proc.stdin.write(b"a request it never read\n")   # still in the pipe's buffer: closing must flush it
+    dead.close()                                          # ... into a broken pipe, which is no error here
+    dead.close()
+
+
+def test_a_request_whose_warm_parent_dies_before_it_forks_gets_no_child() -> None:
+    """start() waits for the child's pid; if the warm parent dies first, it answers None (run fresh), not an
+    error and not a hang."""
+    warm = _Zygote(Runner._zygote_env(), ("json",))
+    os.kill(warm.proc.pid, signal.SIGSTOP)
+    got: list[object] = []
+    asker = threading.Thread(target=lambda: got.append(
+        warm.start(Path("/"), {}, Path(os.devnull), Path(os.devnull), check="x.py")))
+    asker.start()
+    time.sleep(0.5)
+    assert got == []                                      # waiting for a pid that cannot come
+    warm.proc.kill()
+    asker.join(timeout=10)
+    assert got == [None] and not warm.alive
+    assert warm.start(Path("/"), {}, Path(os.devnull), Path(os.devnull), check="x.py") is None
+    warm.close()

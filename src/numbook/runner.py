@@ -114,9 +114,12 @@ class _Zygote:
     """The runner's side of numbook.zygote: one warm parent, shared by the threads that run checks."""
 
     def __init__(self, env: dict[str, str], preload: tuple[str, ...]) -> None:
+        # `python -m` puts its working folder first on sys.path while the preload is imported: an empty folder
+        # of its own, so that no file left in a shared one (a numpy.py in /tmp) can stand in for a library
+        self.home = tempfile.mkdtemp(prefix="numbook-warm-")
         self.proc = subprocess.Popen([sys.executable, "-X", "utf8", "-m", "numbook.zygote", *preload],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=env, cwd=tempfile.gettempdir(), start_new_session=True)
+                                     env=env, cwd=self.home, start_new_session=True)
         assert self.proc.stdout is not None and self.proc.stdin is not None
         first = self.proc.stdout.readline()
         self.ready = bool(first) and "ready" in json.loads(first)
@@ -180,6 +183,7 @@ class _Zygote:
             self.proc.wait(timeout=5)
         if self.proc.poll() is None:
             self.proc.kill()
+        shutil.rmtree(self.home, ignore_errors=True)
 
 
 _ZYGOTES: dict[str, _Zygote] = {}

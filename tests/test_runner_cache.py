@@ -173,8 +173,8 @@ def test_the_runner_reads_checks_and_their_output_as_utf8_whatever_the_locale(tm
                                "open(__file__.replace('a.py', 'données.txt')).read()\n"
                                "value('parent', os.getppid())\n")
     (root / "checks" / "données.txt").write_text("é", encoding="utf-8")
-    (root / "checks" / "b.py").write_text("import time\nfrom numbook.check import value\ntime.sleep(1)\nvalue('x', 1)\n",
-                                          encoding="utf-8")
+    (root / "checks" / "b.py").write_text("import time\nfrom numbook.check import value\ntime.sleep(1)\nvalue('x', 1)\n"
+                                          "print('fresh: µs')\n", encoding="utf-8")   # no numpy: a fresh interpreter
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(f"""
         import json, pathlib
@@ -186,7 +186,9 @@ def test_the_runner_reads_checks_and_their_output_as_utf8_whatever_the_locale(tm
         order = []
         res = runner.run_many(["a.py", "b.py"], progress=lambda done, total, r, running: order.append(r.check))["a.py"]
         assert order == ["checks/b.py", "checks/a.py"], order   # a's header says alone: it runs after b
-        print(json.dumps([res.status, res.stdout, res.stderr, sorted(res.reads), res.values.get("parent"), cells]))
+        fresh = runner.result("b.py")
+        print(json.dumps([res.status, res.stdout, res.stderr, sorted(res.reads), res.values.get("parent"), cells,
+                          fresh.stdout]))
     """), encoding="ascii")
     here = str(Path(numbook.__file__).resolve().parents[1])   # the numbook this test imported
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]),
@@ -194,7 +196,8 @@ def test_the_runner_reads_checks_and_their_output_as_utf8_whatever_the_locale(tm
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, encoding="utf-8",
                           errors="replace", timeout=120, check=False, env=env)
     assert done.returncode == 0, done.stderr
-    status, stdout, stderr, reads, parent, cells = json.loads(done.stdout)
+    status, stdout, stderr, reads, parent, cells, fresh = json.loads(done.stdout)
+    assert fresh == "fresh: µs\n"
     assert (status, stdout, stderr) == ("ok", "µs ≤ 2\n", "naïve\n"), stderr
     assert "checks/données.txt" in reads and parent is not None
     assert cells == {"cells": [], "error": "naïve ≤"}

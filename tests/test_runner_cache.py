@@ -175,8 +175,7 @@ def test_the_runner_reads_checks_and_their_output_as_utf8_whatever_the_locale(tm
     (root / "checks" / "données.txt").write_text("é", encoding="utf-8")
     (root / "checks" / "b.py").write_text("import time\nfrom numbook.check import value\ntime.sleep(1)\nvalue('x', 1)\n"
                                           "print('fresh: µs')\n", encoding="utf-8")   # no numpy: a fresh interpreter
-    script = tmp_path / "run.py"
-    script.write_text(textwrap.dedent(f"""
+    run = textwrap.dedent(f"""
         import json, pathlib
         from numbook.runner import Runner
         runner = Runner(pathlib.Path({str(root)!r}), cache_dir=None)
@@ -187,15 +186,20 @@ def test_the_runner_reads_checks_and_their_output_as_utf8_whatever_the_locale(tm
         res = runner.run_many(["a.py", "b.py"], progress=lambda done, total, r, running: order.append(r.check))["a.py"]
         assert order == ["checks/b.py", "checks/a.py"], order   # a's header says alone: it runs after b
         fresh = runner.result("b.py")
-        print(json.dumps([res.status, res.stdout, res.stderr, sorted(res.reads), res.values.get("parent"), cells,
-                          fresh.stdout]))
-    """), encoding="ascii")
+        seen = [res.status, res.stdout, res.stderr, sorted(res.reads), res.values.get("parent"), cells, fresh.stdout]
+    """)
+    here_seen: dict[str, object] = {}
+    exec(run, here_seen)   # in this process (a UTF-8 locale) first: what the C locale must give too
+    script = tmp_path / "run.py"
+    script.write_text(run + "print(json.dumps(seen))\n", encoding="ascii")
     here = str(Path(numbook.__file__).resolve().parents[1])   # the numbook this test imported
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]),
            "LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, encoding="utf-8",
                           errors="replace", timeout=120, check=False, env=env)
     assert done.returncode == 0, done.stderr
+    there, here = json.loads(done.stdout), json.loads(json.dumps(here_seen["seen"]))
+    assert there[:4] + there[5:] == here[:4] + here[5:]   # all but the warm parent's pid
     status, stdout, stderr, reads, parent, cells, fresh = json.loads(done.stdout)
     assert fresh == "fresh: µs\n"
     assert (status, stdout, stderr) == ("ok", "µs ≤ 2\n", "naïve\n"), stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import subprocess
 import sys
 import textwrap
@@ -149,18 +150,21 @@ def test_the_device_is_named_by_nvidia_smi_when_a_gpu_answers(tmp_path: Path, mo
     from numbook.runner import detect_device
 
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-123)'\necho 'GPU 1: NVIDIA H200 (UUID: GPU-4)'\n",
+    smi.write_text("#!/bin/sh\n[ \"$*\" = -L ] || exit 2   # nvidia-smi -L lists the GPUs, one a line\n"
+                   "echo 'GPU 0: NVIDIA H200 (UUID: GPU-123)'\necho 'GPU 1: NVIDIA H200 (UUID: GPU-4)'\n",
                    encoding="utf-8")
     smi.chmod(0o755)
     monkeypatch.delenv("NUMBOOK_DEVICE", raising=False)
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     assert detect_device() == "cuda: NVIDIA H200"
     smi.write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n", encoding="utf-8")
-    assert detect_device().startswith("cpu: ")
+    assert detect_device() == "cpu: " + platform.machine()
     smi.write_text("#!/bin/sh\necho 'garbled'\n", encoding="utf-8")
     assert detect_device().startswith("cpu: ")
     smi.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
-    assert detect_device().startswith("cpu: ")
+    assert detect_device() == "cpu: " + platform.machine()
+    monkeypatch.setattr(platform, "machine", lambda: "")   # a machine that does not say what it is
+    assert detect_device() == "cpu: unknown"
     monkeypatch.setenv("NUMBOOK_DEVICE", "cuda: pretend")
     assert detect_device() == "cuda: pretend"
 

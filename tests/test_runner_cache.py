@@ -11,6 +11,7 @@ import platform
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -79,6 +80,24 @@ def test_the_warm_parent_lives_in_its_own_session_and_ends_when_closed() -> None
     assert z.proc.poll() is not None
 
 
+def test_one_warm_parent_per_environment_and_preload_and_a_new_one_when_it_died(tmp_path: Path) -> None:
+    env = {**_env(), "PYTHONHASHSEED": "0"}
+    first = _zygote(env, ("json",))
+    assert first is not None and _zygote(dict(env), ("json",)) is first
+    assert _zygote({**env, "LC_NUMBOOK_TEST": "1"}, ("json",)) not in (None, first)
+    assert _zygote(env, ("json", "csv")) not in (None, first)
+    first.proc.kill()
+    first.proc.wait()
+    deadline = time.monotonic() + 10
+    while first.alive and time.monotonic() < deadline:   # its reader sees the pipe close
+        time.sleep(0.05)
+    again = _zygote(env, ("json",))
+    assert again is not None and again is not first and again.alive
+    assert not os.path.exists(first.home)                # the dead one was closed, its folder removed
+    (tmp_path / "quits.py").write_text("import os\nos._exit(0)\n", encoding="utf-8")
+    assert _zygote({**env, "PYTHONPATH": str(tmp_path)}, ("quits",)) is None   # never ready: no warm parent
+
+
 def test_a_process_that_used_the_warm_parent_exits_promptly() -> None:
     """The thread that reads the warm parent's answers must not keep the interpreter from ending."""
     code = textwrap.dedent("""
@@ -88,12 +107,16 @@ def test_a_process_that_used_the_warm_parent_exits_promptly() -> None:
         (root / "checks").mkdir()
         (root / "checks" / "a.py").write_text("import numpy\\nfrom numbook.check import value\\nvalue('x', 1)\\n")
         print(Runner(root, cache_dir=None, preload=("numpy",)).result("a.py").status)
+        from numbook.runner import _ZYGOTES
+        print(*[z.home for z in _ZYGOTES.values()])
     """)
     here = str(Path(numbook.__file__).resolve().parents[1])   # the numbook this test imported, not another copy
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=False,
                           env=env)
-    assert (done.returncode, done.stdout.strip()) == (0, "ok"), done.stderr
+    status, home = done.stdout.split("\n")[:2]
+    assert (done.returncode, status) == (0, "ok"), done.stderr
+    assert home and not os.path.exists(home)   # closed at exit: its folder is gone
 
 
 ENV_NAMES = ["TMPDIR", "TEMP", "TMP", "MPLCONFIGDIR", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "TORCHINDUCTOR_CACHE_DIR",

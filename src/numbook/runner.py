@@ -183,6 +183,9 @@ class _Zygote:
             self.proc.wait(timeout=5)
         if self.proc.poll() is None:
             self.proc.kill()
+        if not self.ready:   # no reader thread was started to close its answers' pipe at the end
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
         shutil.rmtree(self.home, ignore_errors=True)
 
 

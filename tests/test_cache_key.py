@@ -39,6 +39,21 @@ def test_the_versions_the_key_reads_are_this_interpreters_and_libraries() -> Non
         assert got[dist] == want
 
 
+def test_a_library_that_is_not_installed_is_keyed_as_absent(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.metadata
+
+    real = importlib.metadata.version
+
+    def version(dist: str) -> str:
+        if dist == "torch":
+            raise importlib.metadata.PackageNotFoundError(dist)
+        return real(dist)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    got = runner_mod._versions()
+    assert got == {"Python": platform.python_version(), "torch": "absent", "numpy": real("numpy")}
+
+
 def test_the_same_check_in_the_same_environment_has_one_key(project: tuple[Runner, Path]) -> None:
     r, path = project
     assert r.key(path) == r.key(path)

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
+import numbook.runner as runner_mod
 from _project import project
+from numbook.result import read_header
 from numbook.runner import ZYGOTE_ENV, Runner, _close_zygotes, _Zygote
 
 
@@ -298,3 +300,53 @@ def test_a_request_whose_warm_parent_dies_before_it_forks_gets_no_child() -> Non
     assert got == [None] and not warm.alive
     assert warm.start(Path("/"), {}, Path(os.devnull), Path(os.devnull), check="x.py") is None
     warm.close()
+
+
+@pytest.mark.parametrize(("source", "warm"), [
+    ("import numpy\n", True),
+    ("import numpy as np\n", True),
+    ("from numpy import ones\n", True),
+    ("import os, torch\n", True),
+    ("def f():\n    import torch\n", True),
+    ("from _memory import bytes_of\n", True),     # a helper of the checks folder may import either
+    ("import _memory\n", True),
+    ("import os\n# import numpy\n", False),
+    ("import os  # numpy comes later\n", False),
+    ("import numpyro\n", False),
+    ("from numpy_financial import fv\n", False),
+    ("x = 'import numpy'\n", False),
+    ("# numbook: requires=cuda\nimport torch\n", False),   # no fork after CUDA
+    ("# numbook: env=FOO\nimport numpy\n", False),          # a variable the library reads when imported
+])
+def test_which_checks_are_forked_from_the_warm_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str,
+                                                      warm: bool) -> None:
+    asked: list[tuple[dict[str, str], tuple[str, ...]]] = []
+    monkeypatch.setattr(runner_mod, "_zygote", lambda env, preload: asked.append((env, preload)) or "warm parent")
+    root = project(tmp_path, c=source)
+    got = Runner(root, cache_dir=None)._warm(read_header(source), root / "checks" / "c.py")
+    assert got == ("warm parent" if warm else None)
+    assert asked == ([(Runner._zygote_env(), ("torch", "numpy"))] if warm else [])
+
+
+def test_no_warm_parent_without_a_preload_a_file_or_when_switched_off(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner_mod, "_zygote", lambda env, preload: "warm parent")
+    assert Runner(project(tmp_path, c="import numpy\n"), cache_dir=None)._warm(
+        read_header(""), tmp_path / "checks" / "c.py") == "warm parent"
+    root = project(tmp_path, c="import numpy\n")
+    header = read_header("import numpy\n")
+    assert Runner(root, cache_dir=None, preload=())._warm(header, root / "checks" / "c.py") is None
+    assert Runner(root, cache_dir=None)._warm(header, root / "checks" / "gone.py") is None
+    monkeypatch.setenv(ZYGOTE_ENV, "0")
+    assert Runner(root, cache_dir=None)._warm(header, root / "checks" / "c.py") is None
+
+
+def test_the_warm_parent_gets_the_scrubbed_environment_a_fresh_check_would(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("NUMBOOK_TEST_STRAY", "leaked")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("LC_NUMBOOK_TEST", "x")
+    monkeypatch.setenv("PYTHONHASHSEED", "random")
+    env = Runner._zygote_env()
+    assert "NUMBOOK_TEST_STRAY" not in env and env["PATH"] == os.environ["PATH"]
+    assert (env["OMP_NUM_THREADS"], env["LC_NUMBOOK_TEST"]) == ("3", "x")
+    assert (env["PYTHONHASHSEED"], env["PYTHONUNBUFFERED"], env["PYTHONDONTWRITEBYTECODE"]) == ("0", "1", "1")

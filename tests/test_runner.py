@@ -258,3 +258,22 @@ def test_header_rejects_unknown_keys() -> None:
     with pytest.raises(ValueError, match="unknown numbook header key 'gpu' \\(known: requires, timeout, alone, "
                        "memory, env\\)"):
         read_header("# numbook: gpu=yes\n")
+
+
+def test_a_cache_entry_is_served_only_under_its_own_key_and_cache_version(tmp_path: Path) -> None:
+    """A cache file names its key twice: in its file name and inside. An entry under another check's key (a
+    bundle merged wrongly, a copied file) or from an older cache format is run again, never served."""
+    root = project(tmp_path, a="from numbook.check import value\nvalue('x', 1)\n",
+                   b="from numbook.check import value\nvalue('x', 2)\n")
+    first = Runner(root, cache_dir=".cache")
+    a, b = first.result("a.py"), first.result("b.py")
+    cache = root / ".cache"
+    (cache / f"{b.key}.json").write_text((cache / f"{a.key}.json").read_text(encoding="utf-8"), encoding="utf-8")
+    again = Runner(root, cache_dir=".cache").result("b.py")
+    assert (again.cached, again.values) == (False, {"x": 2})
+    data = json.loads((cache / f"{b.key}.json").read_text(encoding="utf-8"))
+    assert data["key"] == b.key   # the run above wrote b's own entry back
+    data["cache_version"] = "2"
+    (cache / f"{b.key}.json").write_text(json.dumps(data), encoding="utf-8")
+    assert Runner(root, cache_dir=".cache").result("b.py").cached is False
+    assert Runner(root, cache_dir=".cache").result("b.py").cached is True

@@ -265,15 +265,15 @@ def test_a_cache_entry_is_served_only_under_its_own_key_and_cache_version(tmp_pa
     bundle merged wrongly, a copied file) or from an older cache format is run again, never served."""
     root = project(tmp_path, a="from numbook.check import value\nvalue('x', 1)\n",
                    b="from numbook.check import value\nvalue('x', 2)\n")
-    first = Runner(root, cache_dir=".cache")
+    first = Runner(root)
     a, b = first.result("a.py"), first.result("b.py")
-    cache = root / ".cache"
+    cache = root / ".cache" / "numbook"   # the default: a folder inside a folder that does not exist yet
     (cache / f"{b.key}.json").write_text((cache / f"{a.key}.json").read_text(encoding="utf-8"), encoding="utf-8")
-    again = Runner(root, cache_dir=".cache").result("b.py")
+    again = Runner(root).result("b.py")
     assert (again.cached, again.values) == (False, {"x": 2})
     data = json.loads((cache / f"{b.key}.json").read_text(encoding="utf-8"))
     assert data["key"] == b.key   # the run above wrote b's own entry back
     data["cache_version"] = "2"
     (cache / f"{b.key}.json").write_text(json.dumps(data), encoding="utf-8")
-    assert Runner(root, cache_dir=".cache").result("b.py").cached is False
-    assert Runner(root, cache_dir=".cache").result("b.py").cached is True
+    assert Runner(root).result("b.py").cached is False
+    assert Runner(root).result("b.py").cached is True

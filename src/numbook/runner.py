@@ -48,7 +48,6 @@ from .result import (
     DEFAULT_CACHE_DIR,
     DEFAULT_MEMORY,
     DEFAULT_TIMEOUT,
-    FAILED,
     CheckHeader,
     CheckResult,
     Status,
@@ -390,7 +389,8 @@ class Runner:
         return res
 
     def _to_disk(self, res: CheckResult) -> None:
-        if self.cache_dir is None or res.frozen or res.status not in FAILED | {Status.OK}:
+        """Cache the result of a run (ok or failed; _run's only): a frozen result is never cached."""
+        if self.cache_dir is None:
             return
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = self.cache_dir / f".{res.key}.{os.getpid()}.{threading.get_ident()}.tmp"

@@ -1,9 +1,9 @@
 """Shared pytest options, and the book built once for every test that reads the built site.
 
-The book's strict build is the longest thing the suite does, and most tests do not need it. So it starts
-in the background as soon as the tests are collected, the tests that read the built site run last, and
-everything else runs while the book builds: a 2-core machine has a core to spare for much of the build
-(the checks that measure run one at a time).
+The book's strict build is the longest thing the suite does, and most tests do not need it. Once the tests
+are collected, the book's measuring checks (header ``alone``) run first, with nothing beside them; then the
+build starts in the background, the tests that read the built site run last, and everything else runs
+while the book builds.
 """
 
 from __future__ import annotations
@@ -25,14 +25,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="rewrite tests/golden/*.html from what the extensions render now")
 
 
+# The checks whose header says `alone` measure time: nothing may run beside them, tests included. They run
+# first, into the book's result cache, before any test; the build then finds them there.
+_ALONE_FIRST = """
+from pathlib import Path
+from numbook.cli import load_layout
+from numbook.result import read_header
+from numbook.runner import Runner
+
+def alone(path):
+    try:
+        return read_header(path.read_text(encoding="utf-8")).alone
+    except ValueError:
+        return False
+
+root = Path.cwd()
+layout = load_layout(root)
+runner = Runner(root, layout.checks_dir, layout.cache_dir, layout.timeout, layout.jobs, memory=layout.memory)
+runner.run_many([p.name for p in sorted(runner.checks_dir.glob("*.py")) if alone(p)])
+"""
+
+
 class _BookBuild:
-    """``mkdocs build --strict`` of the book, started in the background once the session knows it needs it."""
+    """``mkdocs build --strict`` of the book, started in the background once the session knows it needs it
+    (after its measuring checks have run, alone)."""
 
     def __init__(self) -> None:
         self.out = Path(tempfile.mkdtemp(prefix="numbook-site-"))
         self.log = self.out.with_name(self.out.name + ".log")
         env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
         with self.log.open("wb") as log:
+            # what fails here fails the build below too, which says so; so its exit code is not looked at
+            subprocess.run([sys.executable, "-c", _ALONE_FIRST], cwd=ROOT, env=env, stdout=log,
+                           stderr=subprocess.STDOUT, timeout=1800, check=False)
             self.proc = subprocess.Popen([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(self.out)],
                                          cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
 

@@ -277,3 +277,55 @@ def test_a_cache_entry_is_served_only_under_its_own_key_and_cache_version(tmp_pa
     (cache / f"{b.key}.json").write_text(json.dumps(data), encoding="utf-8")
     assert Runner(root).result("b.py").cached is False
     assert Runner(root).result("b.py").cached is True
+
+
+EVERY_RECORD = """
+    import numpy as np
+    from numbook.check import fact, given, sanity, value
+    n = given("n", 3, unit="MB", nudge=2)
+    vocab = fact("vocab", "V")
+    x = value("x", np.float32(n) / 2, unit="MB")
+    value("width", 8, fixed="a property of the layout")
+    value("ms", 1.5, measured="the wall time of one step on this machine")
+    sanity("half_of_n", 2 * x == n, "x is half of n", operands=(2 * x, n))
+    busy = 0
+    for i in range(200000):
+        busy += i
+"""
+
+
+def test_every_record_of_a_check_comes_back_in_its_result(tmp_path: Path) -> None:
+    root = project(tmp_path, rec=EVERY_RECORD)
+    (root / "checks" / "facts.yml").write_text(
+        "vocab:\n  value: 32000\n  source: the model card, v2\n  read: 2026-12-01\n", encoding="utf-8")
+    res = Runner(root, cache_dir=None).result("rec.py")
+    assert res.status == "ok", res.stderr
+    assert res.inputs == {"n": 3, "V": 32000} and res.values == {"x": 1.5, "width": 8, "ms": 1.5}
+    assert res.units == {"n": "MB", "x": "MB"} and res.dtypes == {"x": "float32"}
+    assert res.facts == {"V": {"key": "vocab", "source": "the model card, v2", "read": "2026-12-01"}}
+    assert res.fixed == {"width": "a property of the layout"}
+    assert res.measured == {"ms": "the wall time of one step on this machine"}
+    assert res.nudges == {"n": 2}
+    assert res.sanity == {"half_of_n": {"ok": True, "message": "x is half of n", "operands": [3.0, 3]}}
+    assert res.lines["half_of_n"] == 9 and res.lines["V"] == 5
+    assert res.figures == {} and res.returncode == 0 and res.stderr == ""
+    assert res.cpu_s is not None and 0 < res.cpu_s < res.elapsed_s + 5
+
+
+def test_a_check_that_ends_without_its_values_says_why(tmp_path: Path) -> None:
+    root = project(tmp_path, plain="print('hello')\n", raises="import sys\nprint('x', file=sys.stderr)\nsys.exit(2)\n",
+                   silent="import sys\nsys.exit(3)\n")
+    res = Runner(root, cache_dir=None).run_many(["plain.py", "raises.py", "silent.py"])
+    assert (res["plain.py"].status, res["plain.py"].stdout) == ("error", "hello\n")
+    assert res["plain.py"].stderr == "\nchecks/plain.py did not write its values: does it import numbook.check?"
+    assert (res["raises.py"].status, res["raises.py"].returncode, res["raises.py"].stderr) == ("error", 2, "x\n")
+    assert (res["silent.py"].status, res["silent.py"].returncode, res["silent.py"].stderr) == ("error", 3, "")
+
+
+def test_running_out_of_memory_is_told_apart_only_under_a_memory_limit(tmp_path: Path) -> None:
+    root = project(tmp_path, oom="raise MemoryError\n", late="raise MemoryError('no')\nprint('never')\n",
+                   other="print('MemoryError is only a word here')\nraise ValueError('no')\n")
+    limited = Runner(root, cache_dir=None).run_many(["oom.py", "late.py", "other.py"])
+    assert [limited[c].status for c in ("oom.py", "late.py", "other.py")] == ["out-of-memory", "out-of-memory", "error"]
+    unlimited = Runner(root, cache_dir=None, memory=None).result("oom.py")
+    assert (unlimited.status, unlimited.memory_limit) == ("error", None)

@@ -329,3 +329,78 @@ def test_running_out_of_memory_is_told_apart_only_under_a_memory_limit(tmp_path:
     assert [limited[c].status for c in ("oom.py", "late.py", "other.py")] == ["out-of-memory", "out-of-memory", "error"]
     unlimited = Runner(root, cache_dir=None, memory=None).result("oom.py")
     assert (unlimited.status, unlimited.memory_limit) == ("error", None)
+
+
+def test_what_the_runner_answers_before_it_runs_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing check, a build that runs nothing, a header that does not parse, and a merged-results build
+    (NUMBOOK_CACHED_ONLY) that finds no result: each is an answer with its check's name, not a run."""
+    root = project(tmp_path, ok="from numbook.check import value\nvalue('x', 1)\n", bad="# numbook: timeout=soon\n")
+    runner = Runner(root, cache_dir=None)
+    assert (runner.result("gone.py").check, runner.result("gone.py").status) == ("checks/gone.py", "missing")
+    skipped = Runner(root, cache_dir=None, execute=False).result("ok.py")
+    assert (skipped.check, skipped.status, skipped.values) == ("checks/ok.py", "skipped", {})
+    bad = runner.result("bad.py")
+    assert (bad.status, bad.stderr.split(": ", 1)[0]) == ("error", "checks/bad.py") and "timeout" in bad.stderr
+    assert runner.result("checks/ok.py") is runner.result("ok.py")   # one check, two spellings: one run
+    assert runner.rel(tmp_path.parent / "elsewhere.py") == str(tmp_path.parent / "elsewhere.py")
+    monkeypatch.setenv("NUMBOOK_CACHED_ONLY", "1")
+    refused = Runner(root, cache_dir=".cache").result("ok.py")
+    key, own = runner.key(root / "checks" / "ok.py")
+    assert (refused.status, refused.key, refused.source_hash, refused.values) == ("error", key, own, {})
+    assert (refused.device, refused.versions) == (runner.device, runner.versions)
+    assert refused.stderr == ("checks/ok.py has no result in the merged results and NUMBOOK_CACHED_ONLY forbids "
+                              "running it: its shard did not run it, or its files changed since")
+
+
+def test_a_runner_is_made_with_its_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from numbook.result import DEFAULT_CACHE_DIR, DEFAULT_MEMORY, DEFAULT_TIMEOUT
+    from numbook.runner import PRELOAD
+
+    monkeypatch.chdir(tmp_path)
+    runner = Runner(Path("."))
+    assert (runner.root, runner.checks_dir, runner.cache_dir) == (tmp_path, tmp_path / "checks",
+                                                                    tmp_path / DEFAULT_CACHE_DIR)
+    assert (runner.timeout, runner.memory, runner.jobs, runner.execute) == (DEFAULT_TIMEOUT, DEFAULT_MEMORY,
+                                                                           os.cpu_count(), True)
+    assert runner.preload == PRELOAD == ("torch", "numpy") and runner.keys == set()
+    other = Runner(tmp_path, "tests", "", 5.0, 3, False, memory=None, preload=())
+    assert (other.checks_dir, other.cache_dir, other.timeout, other.jobs, other.execute, other.memory,
+            other.preload) == (tmp_path / "tests", None, 5.0, 3, False, None, ())
+
+
+def test_the_list_of_files_a_run_read_is_read_back_sorted_with_missing_files_as_none(tmp_path: Path) -> None:
+    from numbook.runner import _read_list
+
+    assert _read_list(tmp_path / "absent.txt") == {}
+    listing = tmp_path / "reads.txt"
+    listing.write_bytes(b"abc\tchecks/b.py\n-\tchecks/gone.txt\nnot a record\nd\xc3\xa9f\tdata/caf\xc3\xa9.txt\n"
+                        b"abc\tchecks/b.py\n")
+    assert list(_read_list(listing).items()) == [("checks/b.py", "abc"), ("checks/gone.txt", None),
+                                                 ("data/café.txt", "déf")]
+
+
+def test_killing_a_group_ends_every_process_in_it_and_a_gone_group_is_no_error() -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from numbook.runner import _kill_group
+
+    proc = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\n"
+                             "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                             "print('ready', flush=True)\ntime.sleep(60)\n"],
+                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    _kill_group(proc.pid)
+    assert proc.wait(timeout=10) == -signal.SIGKILL
+    proc.stdout.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(proc.pid, 0)   # the grandchild, in the same group, is gone too
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        raise AssertionError("a process of the group outlived the kill")
+    _kill_group(proc.pid)   # gone: no error

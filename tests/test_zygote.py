@@ -350,3 +350,25 @@ def test_the_warm_parent_gets_the_scrubbed_environment_a_fresh_check_would(monke
     assert "NUMBOOK_TEST_STRAY" not in env and env["PATH"] == os.environ["PATH"]
     assert (env["OMP_NUM_THREADS"], env["LC_NUMBOOK_TEST"]) == ("3", "x")
     assert (env["PYTHONHASHSEED"], env["PYTHONUNBUFFERED"], env["PYTHONDONTWRITEBYTECODE"]) == ("0", "1", "1")
+
+
+def test_waiting_for_a_forked_child_gives_its_exit_code_once_or_none_on_a_timeout(tmp_path: Path) -> None:
+    root = project(tmp_path, quick="import sys\nsys.exit(3)\n", slow="import time\ntime.sleep(60)\n")
+    warm = _Zygote(Runner._zygote_env(), ("json",))
+    try:
+        (tmp_path / "work").mkdir()
+        quick = warm.start(tmp_path / "work", Runner._zygote_env(), tmp_path / "q.out", tmp_path / "q.err",
+                           check=root / "checks" / "quick.py")
+        slow = warm.start(tmp_path / "work", Runner._zygote_env(), tmp_path / "s.out", tmp_path / "s.err",
+                          check=root / "checks" / "slow.py")
+        assert quick is not None and slow is not None and quick[0] != slow[0]
+        assert warm.wait(quick[0], 30) == 3
+        assert quick[0] not in warm._replies          # answered and forgotten
+        started = time.monotonic()
+        assert warm.wait(slow[0], 0.5) is None        # still running
+        assert 0.4 < time.monotonic() - started < 10
+        os.killpg(slow[1], signal.SIGKILL)
+        assert warm.wait(slow[0], 30) == -signal.SIGKILL
+        assert warm._replies == {}
+    finally:
+        warm.close()

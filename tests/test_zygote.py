@@ -271,8 +271,8 @@ def test_closing_a_warm_parent_ends_it_even_when_it_stopped_answering_or_already
     assert stopped.ready
     os.kill(stopped.proc.pid, signal.SIGSTOP)         # it can no longer see its input close
     started = time.monotonic()
-    stopped.close()
-    assert stopped.proc.wait(timeout=5) == -signal.SIGKILL and 4 < time.monotonic() - started < 15
+    stopped.close(grace=0.5)
+    assert stopped.proc.wait(timeout=5) == -signal.SIGKILL and 0.4 < time.monotonic() - started < 10
     assert not os.path.exists(stopped.home)
 
     dead = _Zygote(Runner._zygote_env(), ("json",))

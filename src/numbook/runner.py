@@ -174,12 +174,13 @@ class _Zygote:
                 del self._replies[ident]
         return None if rc is None else int(rc)
 
-    def close(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
+    def close(self, grace: float = 5.0) -> None:
+        """Close its input (it ends by itself when it sees that), and kill it if it has not ended after ``grace`` s."""
+        with contextlib.suppress(OSError):   # a flush into a pipe whose reader died
             assert self.proc.stdin is not None
             self.proc.stdin.close()
         with contextlib.suppress(subprocess.TimeoutExpired):
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=grace)
         if self.proc.poll() is None:
             self.proc.kill()
         if not self.ready:   # no reader thread was started to close its answers' pipe at the end

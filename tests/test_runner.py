@@ -309,6 +309,9 @@ def test_every_record_of_a_check_comes_back_in_its_result(tmp_path: Path) -> Non
     assert res.sanity == {"half_of_n": {"ok": True, "message": "x is half of n", "operands": [3.0, 3]}}
     assert res.lines["half_of_n"] == 9 and res.lines["V"] == 5
     assert res.figures == {} and res.returncode == 0 and res.stderr == ""
+    runner = Runner(root, cache_dir=None)
+    assert (res.requires, res.versions, res.device) == ("cpu", runner.versions, runner.device)
+    assert (res.timeout_s, res.memory_limit) == (runner.timeout, runner.memory)
     assert res.cpu_s is not None and 0 < res.cpu_s < res.elapsed_s + 5
 
 
@@ -404,3 +407,16 @@ def test_killing_a_group_ends_every_process_in_it_and_a_gone_group_is_no_error()
     else:
         raise AssertionError("a process of the group outlived the kill")
     _kill_group(proc.pid)   # gone: no error
+
+
+def test_a_gpu_check_is_limited_in_data_not_address_space(tmp_path: Path) -> None:
+    """CUDA maps far more address space than it uses: a GPU check's memory limit is on its data (RLIMIT_DATA),
+    a CPU check's on its address space (RLIMIT_AS)."""
+    from numbook import sandbox
+
+    runner = Runner(tmp_path, cache_dir=None)
+    gpu = runner._env(read_header("# numbook: requires=cuda\n"), tmp_path, "checks/g.py", 2**30)
+    cpu = runner._env(read_header(""), tmp_path, "checks/c.py", 2**30)
+    assert (gpu[sandbox.LIMIT_KIND_ENV], cpu[sandbox.LIMIT_KIND_ENV]) == ("data", "as")
+    assert (gpu[sandbox.MEMORY_ENV], runner._env(read_header(""), tmp_path, "c", None)[sandbox.MEMORY_ENV]) == (
+        str(2**30), "")

@@ -312,6 +312,7 @@ def test_every_record_of_a_check_comes_back_in_its_result(tmp_path: Path) -> Non
     runner = Runner(root, cache_dir=None)
     assert (res.requires, res.versions, res.device) == ("cpu", runner.versions, runner.device)
     assert (res.timeout_s, res.memory_limit) == (runner.timeout, runner.memory)
+    assert (res.key, res.source_hash) == runner.key(root / "checks" / "rec.py")
     assert res.cpu_s is not None and 0 < res.cpu_s < res.elapsed_s + 5
 
 
@@ -420,3 +421,13 @@ def test_a_gpu_check_is_limited_in_data_not_address_space(tmp_path: Path) -> Non
     assert (gpu[sandbox.LIMIT_KIND_ENV], cpu[sandbox.LIMIT_KIND_ENV]) == ("data", "as")
     assert (gpu[sandbox.MEMORY_ENV], runner._env(read_header(""), tmp_path, "c", None)[sandbox.MEMORY_ENV]) == (
         str(2**30), "")
+
+
+def test_a_gpu_check_on_a_machine_without_a_usable_gpu_is_not_run_here(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """It would run on a CPU, and give a CPU's figures for a GPU's: it is served from its frozen GPU result or,
+    with none, is a fault that says so."""
+    monkeypatch.setenv("NUMBOOK_DEVICE", "cpu: test")
+    root = project(tmp_path, g="# numbook: requires=cuda\nfrom numbook.check import value\nvalue('x', 1)\n")
+    res = Runner(root, cache_dir=None).result("g.py")
+    assert (res.status, res.values, res.requires) == ("frozen-missing", {}, "cuda")

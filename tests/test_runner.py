@@ -431,3 +431,5 @@ def test_a_gpu_check_on_a_machine_without_a_usable_gpu_is_not_run_here(tmp_path:
     root = project(tmp_path, g="# numbook: requires=cuda\nfrom numbook.check import value\nvalue('x', 1)\n")
     res = Runner(root, cache_dir=None).result("g.py")
     assert (res.status, res.values, res.requires) == ("frozen-missing", {}, "cuda")
+    assert res.stderr == ("checks/g.py needs cuda and this build has no usable GPU (cpu: test); there is no frozen "
+                          "result at checks/frozen/g.json: run `nox -s freeze` on a GPU machine")

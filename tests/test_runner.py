@@ -433,3 +433,43 @@ def test_a_gpu_check_on_a_machine_without_a_usable_gpu_is_not_run_here(tmp_path:
     assert (res.status, res.values, res.requires) == ("frozen-missing", {}, "cuda")
     assert res.stderr == ("checks/g.py needs cuda and this build has no usable GPU (cpu: test); there is no frozen "
                           "result at checks/frozen/g.json: run `nox -s freeze` on a GPU machine")
+
+
+def test_a_gpu_check_where_the_gpu_is_usable_runs_live_and_records_the_driver(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from numbook import frozen
+
+    probes: list[str] = []
+
+    def usable(device: str) -> frozen.GpuStatus:
+        probes.append(device)
+        return frozen.GpuStatus(True, driver="550.54")
+
+    monkeypatch.setattr(frozen, "gpu_status", usable)
+    monkeypatch.setenv("NUMBOOK_DEVICE", "cuda: pretend")
+    root = project(tmp_path, g="# numbook: requires=cuda\nfrom numbook.check import value\nvalue('x', 1)\n",
+                   h="# numbook: requires=cuda\nfrom numbook.check import value\nvalue('x', 2)\n")
+    runner = Runner(root, cache_dir=None)
+    res = runner.run_many(["g.py", "h.py"])
+    assert [(r.status, r.driver, r.device, r.values["x"]) for r in res.values()] == [
+        ("ok", "550.54", "cuda: pretend", 1), ("ok", "550.54", "cuda: pretend", 2)]
+    assert probes == ["cuda: pretend"]   # probed once per runner
+
+
+def test_a_result_says_when_it_ran_in_utc_whatever_the_local_zone(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import datetime
+    import re
+
+    monkeypatch.setenv("TZ", "IST-5:30")   # UTC+5:30, in POSIX form (no zone files needed): no minute is UTC's
+    time.tzset()
+    try:
+        root = project(tmp_path, a="from numbook.check import value\nvalue('x', 1)\n")
+        before = datetime.datetime.now(datetime.UTC).replace(second=0, microsecond=0, tzinfo=None)
+        ran_at = Runner(root, cache_dir=None).result("a.py").ran_at
+        after = datetime.datetime.now(datetime.UTC).replace(tzinfo=None)
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC", ran_at)
+    assert before <= datetime.datetime.strptime(ran_at, "%Y-%m-%d %H:%M UTC") <= after

@@ -318,8 +318,10 @@ def test_every_record_of_a_check_comes_back_in_its_result(tmp_path: Path) -> Non
 
 def test_a_check_that_ends_without_its_values_says_why(tmp_path: Path) -> None:
     root = project(tmp_path, plain="print('hello')\n", raises="import sys\nprint('x', file=sys.stderr)\nsys.exit(2)\n",
-                   silent="import sys\nsys.exit(3)\n")
-    res = Runner(root, cache_dir=None).run_many(["plain.py", "raises.py", "silent.py"])
+                   silent="import sys\nsys.exit(3)\n", warns="import sys\nprint('careful', file=sys.stderr)\n")
+    res = Runner(root, cache_dir=None).run_many(["plain.py", "raises.py", "silent.py", "warns.py"])
+    assert res["warns.py"].stderr == ("careful\n\nchecks/warns.py did not write its values: "
+                                      "does it import numbook.check?")
     assert (res["plain.py"].status, res["plain.py"].stdout) == ("error", "hello\n")
     assert res["plain.py"].stderr == "\nchecks/plain.py did not write its values: does it import numbook.check?"
     assert (res["raises.py"].status, res["raises.py"].returncode, res["raises.py"].stderr) == ("error", 2, "x\n")

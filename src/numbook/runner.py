@@ -615,14 +615,12 @@ class Runner:
         except (OSError, ValueError):
             base.stderr += f"\n{base.check} did not write its values: does it import numbook.check?"
             return
-        base.status = Status.OK
-        base.inputs, base.values = data["inputs"], data["values"]
-        base.figures = data.get("figures", {})
-        base.cpu_s = data.get("cpu_s")
-        base.sanity, base.lines = data["sanity"], data["lines"]
-        base.units, base.dtypes = data.get("units", {}), data.get("dtypes", {})
-        base.facts, base.fixed = data.get("facts", {}), data.get("fixed", {})
-        base.nudges, base.measured = data.get("nudges", {}), data.get("measured", {})
+        base.status = Status.OK   # numbook.check writes every one of these (its _write_result)
+        base.inputs, base.values, base.figures = data["inputs"], data["values"], data["figures"]
+        base.sanity, base.lines, base.cpu_s = data["sanity"], data["lines"], data["cpu_s"]
+        base.units, base.dtypes = data["units"], data["dtypes"]
+        base.facts, base.fixed = data["facts"], data["fixed"]
+        base.nudges, base.measured = data["nudges"], data["measured"]
 
 
 def shard(checks: list[str], k: int, n: int) -> list[str]:

@@ -205,7 +205,7 @@ def test_the_runner_reads_checks_and_their_output_as_utf8_whatever_the_locale(tm
     run = textwrap.dedent(f"""
         import json, pathlib
         from numbook.runner import Runner
-        runner = Runner(pathlib.Path({str(root)!r}), cache_dir=None)
+        runner = Runner(pathlib.Path({str(root)!r}), cache_dir=None, preload=("numpy",))
         cells = runner.run_cells(["import os\\nos.write(2, 'na\\u00efve \\u2264\\\\n'.encode())\\nos._exit(3)"],
                                  pathlib.Path({str(tmp_path)!r}), timeout=60)
         # the warm parent is up now: a forked check would finish well before b, were it not alone

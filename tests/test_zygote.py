@@ -29,6 +29,9 @@ def _own_warm_parent() -> None:
 
 
 
+LIGHT = ("numpy",)   # a warm parent that starts in a fraction of a second: what these tests fork needs no torch
+
+
 WHO = """
     import os, random, sys, tempfile
     import numpy as np
@@ -78,7 +81,7 @@ def test_a_forked_check_keeps_the_sandbox_the_timeout_and_its_exit_code(tmp_path
         code="import numpy, sys\nprint('bye')\nsys.exit(3)\n",
         writes="import numpy, pathlib\npathlib.Path(__file__).with_name('x.txt').write_text('no')\n",
     )
-    res = Runner(root, cache_dir=None).run_many(["slow.py", "bad.py", "code.py", "writes.py"])
+    res = Runner(root, cache_dir=None, preload=LIGHT).run_many(["slow.py", "bad.py", "code.py", "writes.py"])
     assert res["slow.py"].status == "timeout" and res["slow.py"].elapsed_s < 10
     assert res["bad.py"].status == "error" and res["bad.py"].stderr.splitlines() == [
         "Traceback (most recent call last):",
@@ -142,7 +145,7 @@ def test_a_notebook_runs_in_a_forked_shell_with_the_outputs_a_kernel_gives(tmp_p
 def test_the_cells_of_a_notebook_run_in_a_forked_shell_with_their_own_scratch_folder(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NUMBOOK_DEVICE", "cpu: test")
-    runner = Runner(tmp_path, cache_dir=None)
+    runner = Runner(tmp_path, cache_dir=None, preload=LIGHT)
     cells = [f"import os, sys, tempfile\nprint(os.getcwd() == {str(tmp_path)!r})",
              "{k: os.environ.get(k, '-') for k in ('NUMBOOK_DEVICE', 'PYTHONHASHSEED', 'NB_STRAY')}",
              "os.environ['TMPDIR'] == tempfile.gettempdir() and os.environ['MPLCONFIGDIR'].startswith("
@@ -164,7 +167,7 @@ def test_the_cells_of_a_notebook_run_in_a_forked_shell_with_their_own_scratch_fo
 
 def test_a_notebook_that_hangs_or_kills_its_shell_is_an_error_and_no_warm_parent_means_a_kernel(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    runner = Runner(tmp_path, cache_dir=None)
+    runner = Runner(tmp_path, cache_dir=None, preload=LIGHT)
     assert runner.run_cells(["import time\ntime.sleep(30)"], tmp_path, timeout=1) == {
         "cells": [], "error": "the notebook did not finish in 1 s"}
     died = runner.run_cells(["import os\nos.write(2, b'going\\n')\nos._exit(3)"], tmp_path, timeout=30)
@@ -182,7 +185,7 @@ def test_a_check_that_kills_the_warm_parent_is_an_error_that_says_so_not_a_timeo
                                     "if b'numbook.zygote' in parent:   # never the runner's own process\n"
                                     "    os.kill(os.getppid(), signal.SIGKILL)\n"
                                     "time.sleep(1)\n")
-    res = Runner(root, cache_dir=None).result("killer.py")
+    res = Runner(root, cache_dir=None, preload=LIGHT).result("killer.py")
     assert res.status == "error" and res.elapsed_s < 15
     assert res.stderr.strip().endswith("numbook: the warm parent the check was forked from ended before the check did")
 
@@ -233,7 +236,7 @@ def test_a_check_whose_warm_parent_dies_keeps_what_it_wrote_and_ends_as_killed(t
                                     "if b'numbook.zygote' in parent:\n"
                                     "    os.kill(os.getppid(), signal.SIGKILL)\n"
                                     "time.sleep(1)\n")
-    res = Runner(root, cache_dir=None).result("killer.py")
+    res = Runner(root, cache_dir=None, preload=LIGHT).result("killer.py")
     assert (res.status, res.returncode, res.stdout) == ("error", -9, "partial\n")
     assert res.stderr.splitlines() == ["before", "",
                                        "numbook: the warm parent the check was forked from ended before the check did"]
@@ -243,12 +246,12 @@ def test_bytes_that_are_not_utf8_come_back_replaced_not_as_a_crash(tmp_path: Pat
     """A check (or a notebook cell) may write any bytes; the runner shows them with U+FFFD, forked or fresh."""
     root = project(tmp_path, raw="import sys, numpy\nsys.stdout.buffer.write(b'bad \\xff\\n')\n"
                                  "sys.stderr.buffer.write(b'worse \\xfe\\n')\nsys.exit(1)\n")
-    forked = Runner(root, cache_dir=None).result("raw.py")
+    forked = Runner(root, cache_dir=None, preload=LIGHT).result("raw.py")
     fresh = Runner(root, cache_dir=None, preload=()).result("raw.py")
     for res in (forked, fresh):
         assert (res.status, res.stdout, res.stderr) == ("error", "bad \ufffd\n", "worse \ufffd\n")
-    died = Runner(root, cache_dir=None).run_cells(["import os\nos.write(2, b'gone \\xff\\n')\nos._exit(3)"], tmp_path,
-                                                  timeout=30)
+    died = Runner(root, cache_dir=None, preload=LIGHT).run_cells(
+        ["import os\nos.write(2, b'gone \\xff\\n')\nos._exit(3)"], tmp_path, timeout=30)
     assert died == {"cells": [], "error": "gone \ufffd"}
 
 
@@ -256,7 +259,7 @@ def test_notebook_cells_leave_only_what_they_write_in_their_folder_and_a_timeout
         tmp_path: Path) -> None:
     work = tmp_path / "nb"
     work.mkdir()
-    runner = Runner(tmp_path, cache_dir=None)
+    runner = Runner(tmp_path, cache_dir=None, preload=LIGHT)
     done = runner.run_cells(["print('hi')", "open('mine.txt', 'w').write('x')"], work, timeout=60)
     assert done is not None and done["error"] is None
     assert sorted(p.name for p in work.iterdir()) == ["mine.txt"]

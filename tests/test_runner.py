@@ -475,3 +475,13 @@ def test_a_result_says_when_it_ran_in_utc_whatever_the_local_zone(tmp_path: Path
         time.tzset()
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2} UTC", ran_at)
     assert before <= datetime.datetime.strptime(ran_at, "%Y-%m-%d %H:%M UTC") <= after
+
+
+def test_a_result_file_written_by_the_check_itself_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    write = "import json, os\njson.dump({}, open(os.environ['NUMBOOK_RESULT'], 'w'))\n"
+    root = project(tmp_path, forged=write.format("{'values': {'x': 1}}"), listed=write.format("[1, 2]"))
+    res = Runner(root, cache_dir=None).run_many(["forged.py", "listed.py"])
+    assert (res["forged.py"].status, res["forged.py"].values) == ("error", {})
+    assert res["forged.py"].stderr == ("\nchecks/forged.py wrote a result numbook cannot read (no 'inputs'): "
+                                       "only numbook.check writes it")
+    assert res["listed.py"].stderr.endswith("cannot read (not a JSON object): only numbook.check writes it")

@@ -116,9 +116,13 @@ class _Zygote:
         # `python -m` puts its working folder first on sys.path while the preload is imported: an empty folder
         # of its own, so that no file left in a shared one (a numpy.py in /tmp) can stand in for a library
         self.home = tempfile.mkdtemp(prefix="numbook-warm-")
-        self.proc = subprocess.Popen([sys.executable, "-X", "utf8", "-m", "numbook.zygote", *preload],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     env=env, cwd=self.home, start_new_session=True)
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-X", "utf8", "-m", "numbook.zygote", *preload],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         env=env, cwd=self.home, start_new_session=True)
+        except OSError:
+            shutil.rmtree(self.home, ignore_errors=True)
+            raise
         assert self.proc.stdout is not None and self.proc.stdin is not None
         first = self.proc.stdout.readline()
         self.ready = bool(first) and "ready" in json.loads(first)
@@ -188,6 +192,10 @@ class _Zygote:
             self.proc.stdout.close()
         shutil.rmtree(self.home, ignore_errors=True)
 
+
+_RECORDS = ("inputs", "values", "figures", "sanity", "lines", "cpu_s", "units", "dtypes", "facts", "fixed", "nudges",
+            "measured")
+"""What a check's result file holds (numbook.check's _write_result), each a field of CheckResult."""
 
 _ZYGOTES: dict[str, _Zygote] = {}
 _ZYGOTES_GUARD = threading.Lock()
@@ -615,12 +623,15 @@ class Runner:
         except (OSError, ValueError):
             base.stderr += f"\n{base.check} did not write its values: does it import numbook.check?"
             return
-        base.status = Status.OK   # numbook.check writes every one of these (its _write_result)
-        base.inputs, base.values, base.figures = data["inputs"], data["values"], data["figures"]
-        base.sanity, base.lines, base.cpu_s = data["sanity"], data["lines"], data["cpu_s"]
-        base.units, base.dtypes = data["units"], data["dtypes"]
-        base.facts, base.fixed = data["facts"], data["fixed"]
-        base.nudges, base.measured = data["nudges"], data["measured"]
+        try:   # numbook.check writes every one of these (its _write_result); a check that wrote the file itself
+            records = {name: data[name] for name in _RECORDS}
+        except (KeyError, TypeError) as exc:
+            why = f"no {exc}" if isinstance(exc, KeyError) else "not a JSON object"
+            base.stderr += f"\n{base.check} wrote a result numbook cannot read ({why}): only numbook.check writes it"
+            return
+        base.status = Status.OK
+        for name, record in records.items():
+            setattr(base, name, record)
 
 
 def shard(checks: list[str], k: int, n: int) -> list[str]:

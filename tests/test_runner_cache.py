@@ -183,6 +183,9 @@ def test_the_device_is_named_by_nvidia_smi_when_a_gpu_answers(tmp_path: Path, mo
     assert detect_device() == "cuda: NVIDIA H200"
     smi.write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n", encoding="utf-8")
     assert detect_device() == "cpu: " + platform.machine()
+    smi.write_text("#!/bin/sh\necho 'Failed to initialize NVML: Driver/library version mismatch'\nexit 18\n",
+                   encoding="utf-8")   # a failure that names no GPU, though its line has a colon
+    assert detect_device() == "cpu: " + platform.machine()
     smi.write_text("#!/bin/sh\necho 'garbled'\n", encoding="utf-8")
     assert detect_device().startswith("cpu: ")
     smi.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")

@@ -375,3 +375,15 @@ def test_waiting_for_a_forked_child_gives_its_exit_code_once_or_none_on_a_timeou
         assert warm._replies == {}
     finally:
         warm.close()
+
+
+def test_a_warm_parent_whose_process_cannot_start_leaves_no_folder_behind(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError("no interpreter there")
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(runner_mod.subprocess, "Popen", refuse)
+    with pytest.raises(OSError, match="no interpreter there"):
+        _Zygote(Runner._zygote_env(), ("json",))
+    assert list(tmp_path.iterdir()) == []

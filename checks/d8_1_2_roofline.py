@@ -1,3 +1,4 @@
+# numbook: alone
 """8.1.2 — Roofline for prefill and decode.
 
 Counts FLOPs and bytes of a prefill and of a decode step for the benchmark's GPU-sized model

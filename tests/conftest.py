@@ -1,17 +1,15 @@
 """Shared pytest options, and the book built once for every test that reads the built site.
 
 The suite runs on every core (``nox -s tests`` passes ``-n auto`` to pytest-xdist). One strict build of
-the book serves every test that reads the built site, on every worker. It starts in the background as
-soon as a worker has collected a test that needs it, and those tests run last, so the other tests run
-while the book builds; a test that comes to need the site before the build has finished waits for it.
-
-The book's ``alone`` checks measure the machine, so nothing may run beside them: the build holds the lock
-file of the session exclusively while one runs (``NUMBOOK_ALONE_LOCK``, ``numbook.alone``), and every
-test holds it shared while it runs.
+the book serves every test that reads the built site, on every worker. When the collected tests need it,
+the build runs first, with nothing beside it: its checks use every core, and its ``alone`` checks measure
+the machine (a test beside them would slow what they time, and tests beside the other checks only made
+the session longer: three processes of torch threads on two cores). Then the tests run, the ones that
+read the site last.
 
 The session's shared folder (``NUMBOOK_TESTS_DIR``, made once by the first pytest process; pytest-xdist's
-workers inherit it) holds the lock file and the build: ``site/``, ``build.log``, ``build.pid`` and, once the
-build has ended, ``build.rc``.
+workers inherit it) holds the build: ``site/``, ``build.log``, ``build.pid`` and, once the build has
+ended, ``build.rc``.
 """
 
 from __future__ import annotations
@@ -24,16 +22,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from numbook import alone
-
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_ENV = "NUMBOOK_TESTS_DIR"
 BUILD_TIMEOUT = 1800   # seconds: a cold build on 2 cores takes about 4 minutes
+_builds: list[subprocess.Popen[bytes]] = []   # the build this process started, held until it has ended
 # the build, and the file its exit code goes to once it has ended (written by the build's own shell, so that
 # it is written even when the worker that started the build has finished its tests and exited)
 _BUILD = ('"$0" -m mkdocs build --strict -d "$1/site" > "$1/build.log" 2>&1; '
@@ -49,10 +45,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def _shared() -> Path:
     return Path(os.environ[SHARED_ENV])
-
-
-def _lock() -> str:
-    return str(_shared() / "machine.lock")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -82,7 +74,8 @@ def _needs_site(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The tests that read the built book run last (a stable sort: the others keep their order)."""
+    """The tests that read the built book run last (a stable sort: the others keep their order), so that a
+    session stopped early (-x) has run the others first."""
     items.sort(key=_needs_site)
 
 
@@ -94,27 +87,32 @@ def _start_build() -> None:
     except FileExistsError:
         return
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
-    env[alone.ALONE_LOCK_ENV] = _lock()   # its alone checks keep every test of the session off the machine
     proc = subprocess.Popen(["sh", "-c", _BUILD, sys.executable, str(shared)], cwd=ROOT, env=env,
                             stdin=subprocess.DEVNULL, start_new_session=True)
+    _builds.append(proc)
     (shared / "build.pid").write_text(str(proc.pid), encoding="utf-8")
 
 
+def _wait_for_build() -> bool:
+    """Wait until the build has ended (True), or for BUILD_TIMEOUT seconds (False)."""
+    done = _shared() / "build.rc"
+    deadline = time.monotonic() + BUILD_TIMEOUT
+    while not done.exists():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    for proc in _builds:
+        proc.wait()
+    return True
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
+    """Every worker collects the same tests: one starts the build, and all wait for it before their first test."""
     if os.environ.get("NUMBOOK_SITE_DIR") or session.config.option.collectonly or SHARED_ENV not in os.environ:
         return
     if any(_needs_site(item) for item in session.items):
         _start_build()
-
-
-@pytest.fixture(autouse=True)
-def _off_the_cores_while_a_check_measures() -> Iterator[None]:
-    """Each test runs while no ``alone`` check of the book's build runs (and the build waits for it)."""
-    if SHARED_ENV not in os.environ:
-        yield
-        return
-    with alone.shared(_lock()):
-        yield
+        _wait_for_build()
 
 
 @pytest.fixture(scope="session")
@@ -124,13 +122,10 @@ def site_dir() -> Path:
     prebuilt = os.environ.get("NUMBOOK_SITE_DIR")
     if prebuilt:
         return Path(prebuilt)
-    _start_build()   # started at collection already, unless this test asked for the site some other way
+    _start_build()   # built before the first test already, unless this test asked for the site some other way
     shared = _shared()
-    deadline = time.monotonic() + BUILD_TIMEOUT
-    while not (shared / "build.rc").exists():
-        if time.monotonic() > deadline:
-            pytest.fail(f"the book's build did not end in {BUILD_TIMEOUT} s (its log: {shared / 'build.log'})")
-        time.sleep(0.5)
+    if not _wait_for_build():
+        pytest.fail(f"the book's build did not end in {BUILD_TIMEOUT} s (its log: {shared / 'build.log'})")
     rc = int((shared / "build.rc").read_text(encoding="utf-8"))
     log = (shared / "build.log").read_text(encoding="utf-8", errors="replace")
     assert rc == 0, f"mkdocs build --strict of the book ended with {rc}:\n{log[-6000:]}"

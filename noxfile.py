@@ -33,6 +33,10 @@ os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")  # Material's end-of-life bann
 # uv reads no pip configuration: a folder of wheels pip is pointed at (a machine's CPU build of torch) is uv's too
 if os.environ.get("PIP_FIND_LINKS"):
     os.environ.setdefault("UV_FIND_LINKS", os.environ["PIP_FIND_LINKS"])
+# and uv compiles no bytecode unless asked, as pip does at install: where PYTHONDONTWRITEBYTECODE is set (the
+# runner's sandbox sets it for every check) each process would compile torch's sources again (an import of
+# torch and numpy: 4.4 s instead of 2.3 s here)
+os.environ.setdefault("UV_COMPILE_BYTECODE", "1")
 PYTHON = "3.11"
 ROOT = Path(__file__).resolve().parent
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")

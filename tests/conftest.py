@@ -2,9 +2,8 @@
 
 The suite runs on every core (``nox -s tests`` passes ``-n auto`` to pytest-xdist). One strict build of
 the book serves every test that reads the built site, on every worker. When the collected tests need it,
-the build runs first, with nothing beside it: its checks use every core, and its ``alone`` checks measure
-the machine (a test beside them would slow what they time, and tests beside the other checks only made
-the session longer: three processes of torch threads on two cores). Then the tests run, the ones that
+the build runs first, with nothing beside it: its checks use every core already, and its ``alone`` checks
+measure the machine (a test beside them would slow what they time). Then the tests run, the ones that
 read the site last.
 
 The session's shared folder (``NUMBOOK_TESTS_DIR``, made once by the first pytest process; pytest-xdist's

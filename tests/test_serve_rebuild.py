@@ -112,3 +112,18 @@ def test_the_checks_a_page_uses_follow_its_check_and_its_text() -> None:
     assert used_checks(named) == {"other.py"}
     edited = Entry("a.md", "a.md", None, {}, 0, body.replace("other:", "third:"))
     assert used_checks(edited) == {"third.py"}
+
+
+def test_compiled_templates_are_never_shared_between_environments_with_other_settings() -> None:
+    from numbook.plugin import _TEMPLATES
+
+    source = {"loop.html": "{% for x in [1, 2, 3] %}{% if x == 3 %}{% break %}{% endif %}{{ x }}{% endfor %}"}
+    with_break = jinja2.Environment(loader=jinja2.DictLoader(source), extensions=["jinja2.ext.loopcontrols"],
+                                    bytecode_cache=_TEMPLATES)
+    assert with_break.get_template("loop.html").render() == "12"
+    again = jinja2.Environment(loader=jinja2.DictLoader(source), extensions=["jinja2.ext.loopcontrols"],
+                               bytecode_cache=_TEMPLATES)
+    assert again.get_template("loop.html").render() == "12"   # the same settings: the code compiled above
+    plain = jinja2.Environment(loader=jinja2.DictLoader(source), bytecode_cache=_TEMPLATES)
+    with pytest.raises(jinja2.TemplateSyntaxError, match="break"):
+        plain.get_template("loop.html")   # no loop controls here: compiled for this environment, and refused

@@ -359,18 +359,30 @@ class _CompiledTemplates(jinja2.BytecodeCache):
     """Compiled theme templates, kept in memory for the life of the process (``mkdocs serve``'s rebuilds).
 
     Jinja keys each entry by the template's name and file and checks it against a checksum of the template's
-    source, so an edited template is compiled again."""
+    source, so an edited template is compiled again. What a template compiles to also depends on its
+    environment's settings (extensions, delimiters, autoescape): they are part of the key here, so two
+    projects built in one process never share code compiled for the other's environment."""
 
     def __init__(self) -> None:
-        self.store: dict[str, bytes] = {}
+        self.store: dict[tuple[str, str], bytes] = {}
+
+    @staticmethod
+    def _key(bucket: jinja2.bccache.Bucket) -> tuple[str, str]:
+        env = bucket.environment
+        settings = (sorted(env.extensions), env.block_start_string, env.block_end_string, env.variable_start_string,
+                    env.variable_end_string, env.comment_start_string, env.comment_end_string,
+                    env.line_statement_prefix, env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks,
+                    env.newline_sequence, env.keep_trailing_newline, env.optimized, env.is_async,
+                    env.autoescape if isinstance(env.autoescape, bool) else id(env.autoescape), env.finalize is None)
+        return bucket.key, repr(settings)
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        code = self.store.get(bucket.key)
+        code = self.store.get(self._key(bucket))
         if code is not None:
             bucket.bytecode_from_string(code)
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        self.store[bucket.key] = bucket.bytecode_to_string()
+        self.store[self._key(bucket)] = bucket.bytecode_to_string()
 
     def clear(self) -> None:
         self.store.clear()

@@ -68,6 +68,24 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     os.environ.pop(SHARED_ENV, None)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """How long the book's build took, and what numbook said of its checks and notebooks: most of a cold
+    session's time, and the first thing to read when the suite got slower."""
+    path = config.stash.get(_made, None)
+    done = Path(path) / "build.rc" if path else None
+    if done is None or not done.is_file():
+        return
+    shared = done.parent
+    seconds = done.stat().st_mtime - (shared / "build.pid").stat().st_mtime
+    log = (shared / "build.log").read_text(encoding="utf-8", errors="replace").splitlines()
+    said = [ln.split(" - ", 1)[-1].strip() for ln in log
+            if ("numbook: " in ln and "numbook: [" not in ln) or "Documentation built" in ln]   # not its progress
+    terminalreporter.write_sep("-", "the book's strict build, shared by the tests that read the site")
+    terminalreporter.write_line(f"exit {done.read_text(encoding='utf-8').strip()} after {seconds:.1f} s")
+    for line in said[-3:]:
+        terminalreporter.write_line(line)
+
+
 def _needs_site(item: pytest.Item) -> bool:
     return "site_dir" in getattr(item, "fixturenames", ())
 

@@ -127,3 +127,8 @@ def test_compiled_templates_are_never_shared_between_environments_with_other_set
     plain = jinja2.Environment(loader=jinja2.DictLoader(source), bytecode_cache=_TEMPLATES)
     with pytest.raises(jinja2.TemplateSyntaxError, match="break"):
         plain.get_template("loop.html")   # no loop controls here: compiled for this environment, and refused
+    kept = len(_TEMPLATES.store)
+    chooser = jinja2.Environment(loader=jinja2.DictLoader({"a.html": "{{ x }}"}), bytecode_cache=_TEMPLATES,
+                                 autoescape=jinja2.select_autoescape(["html"]))
+    assert chooser.get_template("a.html").render(x="<b>") == "&lt;b&gt;"
+    assert len(_TEMPLATES.store) == kept   # autoescape decided per template by a function: never kept

@@ -367,22 +367,29 @@ class _CompiledTemplates(jinja2.BytecodeCache):
         self.store: dict[tuple[str, str], bytes] = {}
 
     @staticmethod
-    def _key(bucket: jinja2.bccache.Bucket) -> tuple[str, str]:
+    def _key(bucket: jinja2.bccache.Bucket) -> tuple[str, str] | None:
+        """None where the environment decides autoescaping per template by a function (MkDocs does not): the
+        template's name is not in the bucket to ask it with, so such templates are compiled every time."""
         env = bucket.environment
+        if not isinstance(env.autoescape, bool):
+            return None
         settings = (sorted(env.extensions), env.block_start_string, env.block_end_string, env.variable_start_string,
                     env.variable_end_string, env.comment_start_string, env.comment_end_string,
                     env.line_statement_prefix, env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks,
-                    env.newline_sequence, env.keep_trailing_newline, env.optimized, env.is_async,
-                    env.autoescape if isinstance(env.autoescape, bool) else id(env.autoescape), env.finalize is None)
+                    env.newline_sequence, env.keep_trailing_newline, env.optimized, env.is_async, env.autoescape,
+                    env.finalize is None)
         return bucket.key, repr(settings)
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        code = self.store.get(self._key(bucket))
+        key = self._key(bucket)
+        code = self.store.get(key) if key is not None else None
         if code is not None:
             bucket.bytecode_from_string(code)
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        self.store[self._key(bucket)] = bucket.bytecode_to_string()
+        key = self._key(bucket)
+        if key is not None:
+            self.store[key] = bucket.bytecode_to_string()
 
     def clear(self) -> None:
         self.store.clear()

@@ -143,6 +143,23 @@ def test_an_unbound_number_in_the_solution(tmp_path: Path) -> None:
     ]
 
 
+def test_a_number_in_the_description_must_repeat_a_claim_of_the_page(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    edit(root, A01, "conventions: MB are 10^6 bytes.\n",
+         'conventions: MB are 10^6 bytes.\ndescription: "A table of 32,000 rows of 512 numbers: 65.5 MB in fp32."\n')
+    assert build(root).returncode == 0   # each number is one the prose binds: V, d, fp32_mb
+    assert verify(root).returncode == 0
+
+    edit(root, A01, "65.5 MB in fp32", "65.6 MB in fp32")   # a stale copy of the claim's 65.5
+    message = ("problems/I.1.A01.md:6: number '65.6' in the description is stated by no claim on this page: a "
+               "description cannot be bound, so each of its numbers must repeat one the prose binds "
+               "([[65.6|name]]) or marks free ([[65.6|free]]), or leave it out")
+    proc = build(root)
+    assert proc.returncode == 1 and warnings(proc) == [message]
+    checked = verify(root)
+    assert checked.returncode == 1 and checked.stderr.splitlines()[0] == message
+
+
 def test_quiet_does_not_hide_a_wrong_number(tmp_path: Path) -> None:
     root = copy_tiny(tmp_path)
     edit(root, A01, "In fp32 that is [[65.5|fp32_mb]]", "In fp32 that is [[65.6|fp32_mb]]")

@@ -200,3 +200,21 @@ def test_a_pages_lines_are_read_once_per_text_and_an_edit_reads_them_again() -> 
     assert walk("".join(text)) is first   # the same text, another string: the lines already read
     edited = walk(text.replace("```python", "    indented"))
     assert [ln.code for ln in edited] != [ln.code for ln in first]
+
+
+@pytest.mark.parametrize(("description", "faults"), [
+    ("65,536,000 numbers, 262.1 MB, 3 layers", []),          # a claim in math (65{,}536{,}000), one in prose, a free
+    ("Llama 3 8B's table on a GPT-2 budget", []),            # names are not quantities, as in the prose
+    ("262.2 MB", ["262.2"]),                                 # a copy that no longer matches the claim
+    ("7.6 wide", ["7.6"]),                                   # the page writes 7.6, but that claim fails: no support
+    ("12 heads and 40 of them", ["40"]),                     # each number on its own: 12 is marked free on the page
+])
+def test_a_description_may_only_repeat_numbers_the_page_binds_or_marks_free(description: str,
+                                                                             faults: list[str]) -> None:
+    page = ("$N = [[65{,}536{,}000|numel]]$ elements, [[262.1|fp32_mb]] MB, [[3|free]] layers, "
+            "[[12|free]] heads and a wrong width [[7.6|other:w]].")
+    context = PageContext("problems/X.md", "demo.py", lambda name: RESULTS[name], scan_numbers=True,
+                          description=description, description_line=5)
+    found = [d for d in verify_page(page, context).diagnostics if "description" in d.message]
+    assert [d.message.split("'")[1] for d in found] == faults
+    assert all(d.line == 5 for d in found)

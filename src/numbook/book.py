@@ -54,6 +54,12 @@ class Entry:
         return self.meta
 
     @property
+    def description(self) -> str:
+        """The front matter's one-line summary, or ""."""
+        text = self.meta.get("description") if self.meta is not None else None
+        return text if isinstance(text, str) else ""
+
+    @property
     def scan_numbers(self) -> bool:
         """Every number typed on this page must be bound, an identifier, or marked free."""
         return self.meta is not None and self.check is not None

@@ -85,7 +85,8 @@ def check_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progr
             continue  # its front matter failed: that one fault, not one per claim below it
         ctx = PageContext(entry.path, entry.check, result, line_offset=entry.offset, root=root,
                           first_line=entry.offset + 1, check_line=entry.lines.get("check", 1),
-                          problem=entry.problem, scan_numbers=entry.scan_numbers)
+                          problem=entry.problem, scan_numbers=entry.scan_numbers,
+                          description=entry.description, description_line=entry.lines.get("description", 1))
         rep = verify_page(entry.body, ctx)
         diags += rep.diagnostics
         for check, n in rep.claims.items():

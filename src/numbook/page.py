@@ -43,7 +43,7 @@ class ProblemMeta(base.Config):
 
     No rounding rules: each claim is verified at the precision it is written with."""
     description = c.Optional(c.Type(str))
-    """A one-line summary for search and the chapter index."""
+    """A one-line summary: the page's meta description (each number in it repeats a claim of the page)."""
 
 
 class ChapterMeta(base.Config):

@@ -241,7 +241,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             page.meta["hide"] = [*page.meta.get("hide", []), "footer"]
         ctx = PageContext(entry.path, entry.check, self._result, line_offset=entry.offset,
                           first_line=entry.offset + 1, check_line=entry.lines.get("check", 1),
-                          problem=entry.problem, scan_numbers=entry.scan_numbers, root=self.root)
+                          problem=entry.problem, scan_numbers=entry.scan_numbers,
+                          description=entry.description, description_line=entry.lines.get("description", 1),
+                          root=self.root)
         if entry.problem:
             page.meta["title"] = f"{entry.pmeta.id} · {entry.pmeta.title}"   # the browser tab shows the ID
             head, markdown = self._problem_frame(markdown, entry)

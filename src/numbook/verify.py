@@ -29,7 +29,7 @@ from .structure import check_file_name, heading, inside, math_ranges, paragraph_
 from .units import Unit, name_unit, parse_unit, unit_after
 
 __all__ = ["PageContext", "PageReport", "Record", "RecordKind", "verify_page", "CLAIM", "failure_message",
-           "section_faults", "unbound_numbers"]
+           "description_faults", "section_faults", "unbound_numbers"]
 
 CLAIM = re.compile(
     r"\[\[(?:sanity:(?:(?P<scheck>[A-Za-z_][\w./-]*):)?(?P<sanity>[A-Za-z_]\w*)|figure:(?P<figure>[A-Za-z_]\w*)|relation:none\|(?P<why>[^\]]+)"
@@ -114,6 +114,8 @@ class PageContext:
     problem: bool = False                       # apply the Given and section rules
     scan_numbers: bool = False                  # report unbound numbers in every section
     root: Path | None = None                    # the project root (where check paths are relative to)
+    description: str = ""                       # the front matter's one-line summary (the meta description)
+    description_line: int = 1                   # its line in the front matter
 
 
 @dataclass
@@ -337,6 +339,32 @@ class _Verifier:
                              f"[[{number}|free]]")
 
 
+def _digits(text: str) -> set[str]:
+    """The numbers written in ``text``, each as the reader sees it (``8{,}192`` is 8,192)."""
+    return {m.group().replace("{,}", ",") for m in _NUMBER.finditer(text.replace("{,}", ","))}
+
+
+def description_faults(ctx: PageContext, records: list[Record]) -> list[Diagnostic]:
+    """A number in the front matter's ``description`` that no claim of the page states.
+
+    The description is published (the page's meta description) but no marker can bind it. So each
+    number in it must repeat one the page's prose binds to a check, or marks free: if the check's value
+    changes, the claim in the prose fails, and the description's copy then matches no claim and fails here.
+    """
+    stated: set[str] = set()
+    for rec in records:
+        if (rec.kind == RecordKind.CLAIM and rec.ok) or rec.kind == RecordKind.FREE:
+            stated |= _digits(rec.shown)
+    out = []
+    for number in unbound_numbers(ctx.description):
+        if number.replace("{,}", ",") not in stated:
+            out.append(Diagnostic(ctx.path, ctx.description_line,
+                                  f"number '{number}' in the description is stated by no claim on this page: a "
+                                  f"description cannot be bound, so each of its numbers must repeat one the prose "
+                                  f"binds ([[{number}|name]]) or marks free ([[{number}|free]]), or leave it out"))
+    return out
+
+
 def verify_page(text: str, ctx: PageContext) -> PageReport:
     """Verify every marker of a page body (front matter already removed) into records and diagnostics."""
     v = _Verifier(ctx)
@@ -391,6 +419,9 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
                     f"relation sentence with no sanity ({', '.join(rel.words)}): '{short}': back it with a "
                     "sanity(name, relation, operands=(left, right)) and end it with [[sanity:name]], or mark it "
                     "[[relation:none|why]]")
+
+    if ctx.scan_numbers and ctx.description:
+        v.diags += description_faults(ctx, v.records)
 
     if ctx.problem:
         v.diags += section_faults(ctx.path, seen_sections, ctx.first_line or 1 + ctx.line_offset)

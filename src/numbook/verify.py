@@ -345,23 +345,32 @@ def _digits(text: str) -> set[str]:
 
 
 def description_faults(ctx: PageContext, records: list[Record]) -> list[Diagnostic]:
-    """A number in the front matter's ``description`` that no claim of the page states.
+    """Faults of the front matter's ``description``: markup that would be published as typed, and numbers
+    that repeat no verified claim or free number of the page.
 
-    The description is published (the page's meta description) but no marker can bind it. So each
-    number in it must repeat one the page's prose binds to a check, or marks free: if the check's value
-    changes, the claim in the prose fails, and the description's copy then matches no claim and fails here.
+    The description is published as written (the page's meta description) and no marker can bind it. So
+    each number in it must repeat one the page's prose binds to a check, or marks free. If the check's value
+    changes, the claim in the prose fails, and the description's copy, which then repeats no verified claim,
+    fails with it; it still fails once the prose is fixed, until the copy is.
     """
+    out = []
+    for markup, why in (("[[", "a marker"), ("{,}", "a TeX thousands separator")):
+        if markup in ctx.description:
+            out.append(Diagnostic(ctx.path, ctx.description_line,
+                                  f"the description holds {why} ('{markup}'): it is published as written, unprocessed; "
+                                  "write what the reader should see (8,192, not 8{,}192) and repeat a number the "
+                                  "prose binds"))
     stated: set[str] = set()
     for rec in records:
         if (rec.kind == RecordKind.CLAIM and rec.ok) or rec.kind == RecordKind.FREE:
             stated |= _digits(rec.shown)
-    out = []
     for number in unbound_numbers(ctx.description):
         if number.replace("{,}", ",") not in stated:
             out.append(Diagnostic(ctx.path, ctx.description_line,
-                                  f"number '{number}' in the description is stated by no claim on this page: a "
-                                  f"description cannot be bound, so each of its numbers must repeat one the prose "
-                                  f"binds ([[{number}|name]]) or marks free ([[{number}|free]]), or leave it out"))
+                                  f"number '{number}' in the description repeats no verified claim or free number of "
+                                  f"this page: a description cannot be bound, so each of its numbers must repeat one "
+                                  f"the prose binds ([[{number}|name]]) or marks free ([[{number}|free]]), or leave it "
+                                  f"out"))
     return out
 
 

@@ -97,3 +97,46 @@ def test_the_thread_settings_change_the_key(project: tuple[Runner, Path], monkey
     one = r.key(path)[0]
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     assert len({unset, one, r.key(path)[0]}) == 3
+
+
+AVX2 = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 7763 64-Core Processor\n" \
+       "flags\t\t: fpu sse4_2 avx avx2 fma\n\nprocessor\t: 1\nmodel name\t: AMD EPYC 7763 64-Core Processor\n"
+AVX512 = "processor\t: 0\nmodel name\t: AMD EPYC 9654 96-Core Processor\nflags\t\t: fpu sse4_2 avx avx2 avx512f\n"
+ARM = "processor\t: 0\nFeatures\t: fp asimd evtstrm sve\nCPU implementer\t: 0x41\n"
+
+
+def test_a_cpu_is_named_by_its_model_and_its_widest_vector_instructions(tmp_path: Path) -> None:
+    """An AVX2 and an AVX-512 machine sum a batched matmul in other orders: their results differ in the last
+    bits (8.1.3's logits did), so a result cached on one must not stand for the other."""
+    named = {}
+    for kind, text in [("avx2", AVX2), ("avx512", AVX512), ("arm", ARM)]:
+        (tmp_path / kind).write_text(text, encoding="utf-8")
+        named[kind] = runner_mod.cpu_name(tmp_path / kind)
+    machine = platform.machine() or "unknown"
+    assert named == {"avx2": f"cpu: {machine} AMD EPYC 7763 64-Core Processor (avx2)",
+                     "avx512": f"cpu: {machine} AMD EPYC 9654 96-Core Processor (avx512f)",
+                     "arm": " ".join(p for p in ["cpu:", machine, platform.processor(), "(sve)"] if p)}
+    # a system that says nothing about its CPU: the architecture, and what platform knows
+    assert runner_mod.cpu_name(tmp_path / "absent") == " ".join(p for p in ["cpu:", machine, platform.processor()] if p)
+
+
+def test_two_cpus_with_other_vector_instructions_give_two_keys(project: tuple[Runner, Path], tmp_path: Path) -> None:
+    r, path = project
+    keys = set()
+    for kind, text in [("avx2", AVX2), ("avx512", AVX512)]:
+        (tmp_path / kind).write_text(text, encoding="utf-8")
+        r.device = runner_mod.cpu_name(tmp_path / kind)
+        keys.add(r.key(path)[0])
+    assert len(keys) == 2
+
+
+@pytest.mark.parametrize("name", ["ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "DNNL_MAX_CPU_ISA"])
+def test_a_setting_that_limits_the_vector_instructions_changes_the_key(project: tuple[Runner, Path],
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       name: str) -> None:
+    """ATEN_CPU_CAPABILITY=avx2 on an AVX-512 machine makes torch sum as an AVX2 machine does."""
+    r, path = project
+    monkeypatch.delenv(name, raising=False)
+    unset = r.key(path)[0]
+    monkeypatch.setenv(name, "AVX2")
+    assert r.key(path)[0] != unset

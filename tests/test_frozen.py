@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -25,14 +24,14 @@ from numbook import frozen
 from numbook import runner as runner_module
 from numbook.cli import freeze_book
 from numbook.markdown_ext import _FROZEN_TITLE
-from numbook.runner import CheckResult, Runner, detect_device
+from numbook.runner import CheckResult, Runner, cpu_name, detect_device
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = Path(__file__).parent / "fixtures" / "tiny"
 A01 = "problems/I.1.A01.md"
 CHECK = "checks/i1_a01_embedding.py"
 FROZEN = "checks/frozen/i1_a01_embedding.json"
-CPU = "cpu: " + (platform.machine() or "unknown")
+CPU = cpu_name()
 FIX = "run `nox -s freeze` on a GPU machine"
 FAKE_GPU, FAKE_DRIVER = "NVIDIA H200", "550.54.15"     # the fixture's pretend GPU
 FAKE_SMI = f"""#!/bin/sh

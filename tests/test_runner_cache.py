@@ -184,7 +184,7 @@ def test_a_check_without_a_memory_limit_gets_none(tmp_path: Path) -> None:
 
 
 def test_the_device_is_named_by_nvidia_smi_when_a_gpu_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from numbook.runner import detect_device
+    from numbook.runner import cpu_name, detect_device
 
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\n[ \"$*\" = -L ] || exit 2   # nvidia-smi -L lists the GPUs, one a line\n"
@@ -195,16 +195,16 @@ def test_the_device_is_named_by_nvidia_smi_when_a_gpu_answers(tmp_path: Path, mo
     monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
     assert detect_device() == "cuda: NVIDIA H200"
     smi.write_text("#!/bin/sh\necho 'No devices were found'\nexit 6\n", encoding="utf-8")
-    assert detect_device() == "cpu: " + platform.machine()
+    assert detect_device() == cpu_name()
     smi.write_text("#!/bin/sh\necho 'Failed to initialize NVML: Driver/library version mismatch'\nexit 18\n",
                    encoding="utf-8")   # a failure that names no GPU, though its line has a colon
-    assert detect_device() == "cpu: " + platform.machine()
+    assert detect_device() == cpu_name()
     smi.write_text("#!/bin/sh\necho 'garbled'\n", encoding="utf-8")
     assert detect_device().startswith("cpu: ")
     smi.write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
-    assert detect_device() == "cpu: " + platform.machine()
+    assert detect_device() == cpu_name()
     monkeypatch.setattr(platform, "machine", lambda: "")   # a machine that does not say what it is
-    assert detect_device() == "cpu: unknown"
+    assert detect_device() == cpu_name() and cpu_name().split()[:2] == ["cpu:", "unknown"]
     monkeypatch.setenv("NUMBOOK_DEVICE", "cuda: pretend")
     assert detect_device() == "cuda: pretend"
 

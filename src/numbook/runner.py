@@ -66,7 +66,10 @@ _PASSED = {"PATH", "HOME", "LANG", "LANGUAGE", "TZ", "TERM", "PYTHONPATH", "VIRT
            "SYSTEMROOT", "CUDA_HOME", "CUDA_PATH"}
 # passed and keyed: settings that can change what a check computes or measures
 _KEYED = {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS",
-          "VECLIB_MAXIMUM_THREADS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG"}
+          "VECLIB_MAXIMUM_THREADS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUBLAS_WORKSPACE_CONFIG",
+          # the vector instructions the kernels may use, which set the order they sum in
+          "ATEN_CPU_CAPABILITY", "MKL_ENABLE_INSTRUCTIONS", "MKL_CBWR", "DNNL_MAX_CPU_ISA", "ONEDNN_MAX_CPU_ISA",
+          "OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES"}
 _OOM = re.compile(r"MemoryError|DefaultCPUAllocator: can't allocate memory|Unable to allocate|std::bad_alloc|"
                   r"Cannot allocate memory")
 
@@ -74,8 +77,35 @@ Progress = Callable[[int, int, CheckResult, list[str]], None]
 """``progress(done, total, result, still_running)``: called as each check of ``run_many`` finishes."""
 
 
+_SIMD = ("avx512f", "avx2", "avx", "sse4_2", "sve", "asimd")
+"""Vector instruction sets, widest first: the widest a CPU has sets the kernels torch and numpy pick, and so
+the order in which they sum (a logit of a batched matmul differs in its last bits between an AVX2 and an
+AVX-512 machine)."""
+
+
+def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """``cpu: <machine> <model> (<widest vector set>)``, as far as the system says: ``cpu: x86_64 AMD EPYC
+    (avx512f)``. Two CPUs that may round differently get two names, so a result cached on one is never
+    reused on the other."""
+    model, flags = "", set()
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        text = ""
+    for line in text.splitlines():
+        field, _, val = line.partition(":")
+        field = field.strip().lower()
+        if field == "model name" and not model:
+            model = " ".join(val.split())
+        elif field in ("flags", "features") and not flags:
+            flags = set(val.split())
+    simd = next((f for f in _SIMD if f in flags), "")
+    parts = ["cpu:", platform.machine() or "unknown", model or platform.processor(), f"({simd})" if simd else ""]
+    return " ".join(p for p in parts if p)
+
+
 def detect_device() -> str:
-    """``cuda: <name>`` where an NVIDIA GPU answers, else ``cpu: <machine>``; no torch import."""
+    """``cuda: <name>`` where an NVIDIA GPU answers, else the CPU (:func:`cpu_name`); no torch import."""
     if os.environ.get("NUMBOOK_DEVICE"):
         return os.environ["NUMBOOK_DEVICE"]
     smi = shutil.which("nvidia-smi")
@@ -87,7 +117,7 @@ def detect_device() -> str:
                 return "cuda: " + first.split(":", 1)[1].split("(")[0].strip()
         except (OSError, subprocess.SubprocessError, IndexError):
             pass
-    return "cpu: " + (platform.machine() or "unknown")
+    return cpu_name()
 
 
 def _versions() -> dict[str, str]:

@@ -22,7 +22,6 @@ from servebench import (
     OpenLoop,
     RooflineCost,
     ServeStats,
-    batch_invariance,
     decode_terms,
     generate,
     kv_bytes_per_token,
@@ -447,7 +446,8 @@ figure(
 pc = preset("cpu")
 model = DecoderLM(pc.model, max_slots=MAX_BATCH)
 N_REAL = given("measured_n", 24)
-real = make_requests(N_REAL, pc.prompt_len, pc.output_len, vocab=pc.model.vocab, seed=11)
+SEED_REAL = given("measured_seed", 11)
+real = make_requests(N_REAL, pc.prompt_len, pc.output_len, vocab=pc.model.vocab, seed=SEED_REAL)
 serve(model, ClosedLoop(real[:4], 4), mode="continuous")  # warm-up
 measured = {}
 print(f"\nmeasured: preset 'cpu' model on this machine, {len(real)} requests, {MAX_BATCH} clients")
@@ -472,21 +472,63 @@ sanity(
     operands=(same, 2 * len(real)),
 )
 
-# Why the tokens held, and where they would not: the logits alone and in a batch differ a little
-# (the CPU matmul's reduction order depends on the batch), but far less than the top-1 margin.
+# Why the tokens held, and where they would not. The first MAX_BATCH requests, each served alone and all
+# together as one batch: their logits differ a little (in a batch the CPU's kernels see other shapes and
+# sum in another order), but far less than the gap between the top two logits.
 prompts = [list(r.prompt) for r in real[:MAX_BATCH]]
 STEPS = given("inv_steps", 24)
-inv = batch_invariance(model, prompts[0], prompts[1:], STEPS)
-diff = value("fp32_logit_diff", inv.max_abs_logit_diff)
-sanity("logits_differ", diff > 0, "the batch changes the reduction order, so the logits move", operands=(diff, 0.0))
+
+
+def step_logits(prompts, steps, *, batched):
+    """Logits (prompt, step, vocab) of ``steps`` greedy steps: each prompt prefilled in its own slot, then
+    decoded as one batch (``batched``) or one slot at a time, the others waiting in the cache."""
+    n = len(prompts)
+    out = [[model.prefill_logits(i, p).float()] for i, p in enumerate(prompts)]
+    for _ in range(steps - 1):
+        if batched:
+            rows = model.decode_logits(list(range(n)))
+        else:
+            rows = torch.cat([model.decode_logits([i]) for i in range(n)])
+        for i in range(n):
+            out[i].append(rows[i].float())
+    for i in range(n):
+        model.release(i)
+    return torch.stack([torch.stack(o) for o in out])
+
+
+alone = torch.cat([step_logits([p], STEPS, batched=True) for p in prompts])
+together = step_logits(prompts, STEPS, batched=True)
+one_by_one = step_logits(prompts, STEPS, batched=False)
+diff = value("fp32_logit_diff", float((alone - together).abs().max()))
+sanity("logits_differ", diff > 0, "in a batch the kernels sum in another order, so the logits move",
+       operands=(diff, 0.0))
+sanity(
+    "one_slot_at_a_time_matches",
+    torch.equal(one_by_one, alone),
+    "decoded one slot at a time beside the others, every logit equals the request's logit alone, bit for bit",
+    operands=(float((one_by_one - alone).abs().max()), 0.0),
+)
+top2 = alone.topk(2, dim=-1).values
+gaps = (top2[..., 0] - top2[..., 1]).flatten()
+value("positions", gaps.numel())
+margin = value("min_margin", float(gaps.min()))
+# A greedy token flips only if the gap between its top two logits closes: each logit moves by at most
+# `diff`, so the gap by at most twice that.
+sanity("margin_exceeds_diff", margin > 2 * diff, "no greedy choice is close enough to flip",
+       operands=(margin, 2 * diff))
+value("margin_over_move", margin / diff)
+sanity("margin_over_ten_moves", margin > 10 * diff, "the smallest gap is more than ten times the largest move",
+       operands=(margin, 10 * diff))
+flipped = int((alone.argmax(-1) != together.argmax(-1)).sum())
+sanity("no_token_flips", flipped == 0, "every greedy choice is the same alone and in the batch",
+       operands=(flipped, 0))
 seqs = [p + generate(model, p, STEPS)[:-1] for p in prompts]
 head = model.lm_head
 model.lm_head = torch.eye(pc.model.d_model)  # the final hidden states instead of the logits
 hidden = torch.cat([model.forward_full(q)[len(p) - 1 :] for p, q in zip(prompts, seqs, strict=True)])
 model.lm_head = head
-top2 = (hidden @ head).topk(2, dim=-1).values
-margin = value("min_margin", float((top2[:, 0] - top2[:, 1]).min()))
-sanity("margin_exceeds_diff", margin > diff, "no greedy choice is close enough to flip", operands=(margin, diff))
+sanity("same_positions", hidden.shape[0] == gaps.numel(), "the split kernels see the positions above",
+       operands=(hidden.shape[0], gaps.numel()))
 
 
 def split_k_logits(h, w, parts, acc):
@@ -497,18 +539,42 @@ def split_k_logits(h, w, parts, acc):
     return out.float()
 
 
-flips = {}
+flips, moved = {}, {}
 for acc in (torch.float32, torch.bfloat16):
-    one = split_k_logits(hidden, head, 1, acc).argmax(-1)
-    batched = split_k_logits(hidden, head, MAX_BATCH, acc).argmax(-1)  # the split follows the batch size
-    flips[str(acc).removeprefix("torch.")] = int((one != batched).sum())
-value("positions", hidden.shape[0])
+    whole = split_k_logits(hidden, head, 1, acc)
+    split = split_k_logits(hidden, head, MAX_BATCH, acc)  # the split follows the batch size
+    changed = whole.argmax(-1) != split.argmax(-1)
+    flips[str(acc).removeprefix("torch.")] = int(changed.sum())
+    moved[str(acc).removeprefix("torch.")] = float((whole - split).abs().max())
+    if acc == torch.bfloat16:
+        # at each changed position, the top of one kernel or the other is a tie: two logits round to the
+        # same bf16 number, and argmax takes the lower token index
+        rows = changed.nonzero().flatten().tolist()
+        ties = sum(any(int((k[i] == k[i].max()).sum()) > 1 for k in (whole, split)) for i in rows)
 FLOOR = "no token flips: a count at its floor, which a small nudge of an input leaves there"
 value("flips_fp32", flips["float32"], fixed=FLOOR if flips["float32"] == 0 else None)
 value("flips_bf16", flips["bfloat16"])
 print(
     f"max |logit difference| alone vs batched {diff:.2e}; smallest top-1 margin {margin:.2e} over "
-    f"{hidden.shape[0]} positions\na reduction split by batch size flips {flips['float32']} greedy tokens with fp32 "
-    f"partial sums and {flips['bfloat16']} with bf16 ones"
+    f"{hidden.shape[0]} positions\nan LM head summed in {MAX_BATCH} pieces changes {flips['float32']} greedy tokens "
+    f"of the same kernel unsplit with fp32 partial sums and {flips['bfloat16']} with bf16 ones"
 )
 sanity("bf16_split_flips", flips["bfloat16"] > flips["float32"], operands=(flips["bfloat16"], flips["float32"]))
+value("bf16_tie_flips", ties)
+sanity("split_moves_logits", min(moved.values()) > 0, "the split changes logits with fp32 and with bf16 partial sums",
+       operands=(min(moved.values()), 0.0))
+first = int(torch.tensor([1.0, 3.0, 3.0]).argmax())
+sanity("argmax_takes_first", first == 1, "torch.argmax breaks a tie by the lowest index", operands=(first, 1))
+# bf16 keeps 8 significant bits: next to the top logit where the gap is smallest, its rounding step
+# (the distance to the next bf16 number) is larger than that gap.
+tight = int(gaps.argmin())
+x = top2[..., 0].flatten()[tight].to(torch.bfloat16)
+BINADE = ("the spacing of bf16 numbers is one power of two across each binade (2**-4 from 8 to 16): "
+          "a small nudge of an input moves the top logit within its binade and leaves the spacing there")
+bf16_step = value("bf16_step", float(torch.nextafter(x, torch.tensor(float("inf"), dtype=torch.bfloat16)) - x),
+                  fixed=BINADE)
+sanity("bf16_step_exceeds_margin", bf16_step > margin, "bf16 cannot tell the top two logits apart there",
+       operands=(bf16_step, margin))
+value("tight_top_logit", float(top2[..., 0].flatten()[tight]))
+print(f"bf16 rounding step next to the top logit ({float(top2[..., 0].flatten()[tight]):.4g}) where the gap is "
+      f"smallest: {bf16_step}")

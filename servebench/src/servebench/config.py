@@ -39,8 +39,9 @@ class ModelConfig:
     ``kv_heads`` below ``heads`` gives grouped-query attention (``heads`` must be a multiple of
     it); ``ff_mult`` sets the MLP width ``d_ff = ff_mult * d_model`` unless ``ff_dim`` gives it.
     ``seed`` fixes the random weights. ``logit_std`` scales the LM head's init (std
-    ``logit_std / sqrt(d_model)``): the default of 3 spreads the logits by a few units, so greedy
-    choices are rarely near-ties; a small value makes near-ties, where rounding can flip a token.
+    ``logit_std / sqrt(d_model)``): the default of 3 spreads the logits by a few units. It does not
+    change how close to a tie a greedy choice is relative to rounding: the gaps between logits and the
+    rounding errors in them both scale with it.
     """
 
     layers: int = 2

@@ -105,7 +105,7 @@ class DecoderLM:
             for _ in range(cfg.layers)
         ]
         self.final_norm = ones(d)
-        # Logits with a spread of a few units (logit_std = 3), so greedy choices are not near-ties.
+        # Logits with a spread of a few units (logit_std = 3 by default).
         self.lm_head = draw(d, cfg.vocab, std=cfg.logit_std * d**-0.5)
         self.cache = KVCache(cfg, max_slots, self.dtype, self.device)
         self._last = [0] * max_slots

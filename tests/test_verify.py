@@ -238,3 +238,14 @@ def test_figures_drawn_by_the_check() -> None:
                     "checks/demo.py for this build.</span></figcaption></figure>")
     assert messages("[[figure:nope]]", ctx(result=result)) == [
         "problems/X.md:1: figure 'nope' is not drawn by checks/demo.py (it draws: tput)"]
+
+
+@pytest.mark.parametrize(("text", "shown"), [
+    ("Rates divide by the span, [[310.0|free]] ms here [[relation:none|the definition of the span]]. Next.",
+     '<p>Rates divide by the span, <span class="nb-free">310.0</span> ms here. Next.</p>'),
+    ("By definition [[relation:none|a definition]], then more.", "<p>By definition, then more.</p>"),
+    ("A ceiling. [[relation:none|the reciprocal of the floor]] The next sentence.",
+     "<p>A ceiling.  The next sentence.</p>"),
+])
+def test_a_marker_that_renders_as_nothing_leaves_no_space_before_a_stop(text: str, shown: str) -> None:
+    assert render(text, ctx()) == shown

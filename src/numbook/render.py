@@ -115,6 +115,9 @@ def rewrite(text: str, records: Iterable[Record], emit: Callable[[Record], str])
     for row, recs in by_row.items():
         line = lines[row]
         for rec in sorted(recs, key=lambda r: r.start, reverse=True):
-            line = line[:rec.start] + emit(rec) + line[rec.end:]
+            shown, before, after = emit(rec), line[:rec.start], line[rec.end:]
+            if not shown and after[:1] in tuple(".,;:!?)"):
+                before = before.rstrip(" ")   # a marker that renders as nothing leaves no space before a stop
+            line = before + shown + after
         lines[row] = line
     return "\n".join(lines)

@@ -512,8 +512,8 @@ top2 = alone.topk(2, dim=-1).values
 gaps = (top2[..., 0] - top2[..., 1]).flatten()
 value("positions", gaps.numel())
 margin = value("min_margin", float(gaps.min()))
-# A greedy token flips only if the gap between its top two logits closes: each logit moves by at most
-# `diff`, so the gap by at most twice that.
+# A greedy token flips only if another logit overtakes or ties the top one: each logit moves by at most
+# `diff`, so a gap changes by at most twice that.
 sanity("margin_exceeds_diff", margin > 2 * diff, "no greedy choice is close enough to flip",
        operands=(margin, 2 * diff))
 value("margin_over_move", margin / diff)
@@ -547,8 +547,8 @@ for acc in (torch.float32, torch.bfloat16):
     flips[str(acc).removeprefix("torch.")] = int(changed.sum())
     moved[str(acc).removeprefix("torch.")] = float((whole - split).abs().max())
     if acc == torch.bfloat16:
-        # at each changed position, the top of one kernel or the other is a tie: two logits round to the
-        # same bf16 number, and argmax takes the lower token index
+        # the changed positions where the top of one kernel or the other is a tie (two logits share the top
+        # bf16 value, and argmax takes the lowest token index); with other inputs a change need not be a tie
         rows = changed.nonzero().flatten().tolist()
         ties = sum(any(int((k[i] == k[i].max()).sum()) > 1 for k in (whole, split)) for i in rows)
 FLOOR = "no token flips: a count at its floor, which a small nudge of an input leaves there"

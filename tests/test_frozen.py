@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,11 +21,14 @@ from pathlib import Path
 
 import pytest
 
+from _project import project
 from numbook import frozen
 from numbook import runner as runner_module
 from numbook.cli import freeze_book
 from numbook.markdown_ext import _FROZEN_TITLE
+from numbook.result import FROZEN_HOW
 from numbook.runner import CheckResult, Runner, cpu_name, detect_device
+from numbook.verify import failure_message
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = Path(__file__).parent / "fixtures" / "tiny"
@@ -43,13 +47,25 @@ esac
 
 
 # -- helpers -------------------------------------------------------------------------------------
+def git_commit(root: Path) -> None:
+    """Make ``root`` a git checkout with one commit: a frozen file records the commit it was made at."""
+    for cmd in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "book"]):
+        subprocess.run(["git", *cmd], cwd=root, check=True, capture_output=True, timeout=60)
+
+
 def gpu_book(tmp_path: Path) -> Path:
-    """A copy of the tiny book whose first check declares ``requires=cuda``."""
+    """A copy of the tiny book whose first check declares ``requires=cuda`` and measures the width of an fp32
+    element through ``measurement()`` (the one number a replay takes from the frozen file); a git checkout."""
     root = tmp_path / "tiny"
     shutil.copytree(TINY, root)
     path = root / CHECK
     head, rest = path.read_text(encoding="utf-8").split("\n", 1)
+    rest = rest.replace("from numbook.check import given, sanity, value",
+                        "from numbook.check import given, measurement, sanity, value")
+    rest = rest.replace('FP32 = array("f").itemsize', 'FP32 = measurement("fp32_bytes", lambda: array("f").itemsize)')
+    assert "measurement(" in rest
     path.write_text(f"{head}\n# numbook: requires=cuda\n{rest}", encoding="utf-8")
+    git_commit(root)
     return root
 
 
@@ -106,14 +122,16 @@ def freeze_fixture(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, obj
     return data
 
 
-def expected_stamp(data: dict[str, object]) -> str:
+def expected_stamp(data: dict[str, object]) -> re.Pattern[str]:
+    """The stamp of a replayed check: the GPU run's device, driver, versions and date; this build's run time."""
     versions = data["versions"]
     assert isinstance(versions, dict)
     vers = " · ".join(f"{k} {v}" for k, v in versions.items())
-    return (f'<p class="nb-stamp nb-stamp-frozen" title="{_FROZEN_TITLE}"><span class="nb-stamp-label">'
-            f"Frozen GPU result</span> cuda: {FAKE_GPU} · driver {FAKE_DRIVER} · {vers} · "
-            f"{data['elapsed_s']:.2f} s ({data['cpu_s']:.2f} s CPU) · {data['ran_at']} · "
-            f"source {data['source_hash']} · not run for this build</p>")
+    head = (f'<p class="nb-stamp nb-stamp-frozen" title="{_FROZEN_TITLE}"><span class="nb-stamp-label">'
+            f"Frozen GPU measurements</span> cuda: {FAKE_GPU} · driver {FAKE_DRIVER} · {vers} · ")
+    return re.compile(re.escape(head)
+                      + r"\d+\.\d\d s \(\d+\.\d\d s CPU\) · "
+                      + re.escape(f"{data['ran_at']} · source {data['source_hash']} · {FROZEN_HOW}</p>"))
 
 
 # -- device detection ----------------------------------------------------------------------------
@@ -139,12 +157,16 @@ def test_freezing_records_device_driver_versions_date_and_source_hash(tmp_path: 
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     root = gpu_book(tmp_path)
     data = freeze_fixture(root, monkeypatch)
-    assert data["numbook_frozen"] == frozen.FORMAT and data["check"] == CHECK and data["status"] == "ok"
-    assert (data["device"], data["driver"], data["requires"]) == (f"cuda: {FAKE_GPU}", FAKE_DRIVER, "cuda")
+    assert data["numbook_frozen"] == frozen.FORMAT == 2 and data["check"] == CHECK
+    assert (data["device"], data["driver"]) == (f"cuda: {FAKE_GPU}", FAKE_DRIVER)
     assert data["versions"] == {"Python": "3.11.9", "torch": "2.13.0+cu128", "numpy": "2.3.4"}
     assert str(data["ran_at"]).endswith(" UTC") and data["source_hash"] == source_hash(root)
-    assert data["values"]["fp32_mb"] == 65.536                               # type: ignore[index]
-    assert "cached" not in data and "frozen" not in data
+    assert data["measurements"] == {"fp32_bytes": {"value": 4}}    # the raw measurement, nothing derived
+    assert set(data) == set(frozen._KEYS) and not {"values", "sanity", "figures", "stdout"} & set(data)
+    assert data["commit"] == subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                                            check=True).stdout.strip()
+    assert data["tool_hash"] == frozen.tool_hash() and data["digest"] == frozen.digest(data)
+    assert CHECK in data["reads"]                                             # type: ignore[operator]
     assert not (root / "checks/frozen/i1_a02_reuse.json").exists()          # a CPU check is never frozen
 
 
@@ -166,8 +188,8 @@ def test_the_stamp_of_a_frozen_result_names_driver_and_source_and_a_live_one_is_
                        ran_at="2026-12-01 10:00 UTC", source_hash="ab" * 10)
     assert live.stamp() == f"{CPU} · Python 3.11.9 · 0.50 s · 2026-12-01 10:00 UTC · ran for this build"
     gpu = dataclasses.replace(live, device=f"cuda: {FAKE_GPU}", driver=FAKE_DRIVER, frozen=True)
-    assert gpu.stamp() == (f"cuda: {FAKE_GPU} · driver {FAKE_DRIVER} · Python 3.11.9 · 0.50 s · "
-                           f"2026-12-01 10:00 UTC · source {'ab' * 10} · not run for this build")
+    assert gpu.stamp() == (f"cuda: {FAKE_GPU} · driver {FAKE_DRIVER} · Python 3.11.9 · 0.50 s · 2026-12-01 10:00 UTC"
+                           f" · source {'ab' * 10} · frozen GPU measurements, derived on this build")
 
 
 # -- builds without a GPU ------------------------------------------------------------------------
@@ -179,7 +201,7 @@ def test_a_cpu_build_shows_the_frozen_result_labelled_with_its_provenance(tmp_pa
     proc = build(root, env(tmp_path))
     assert proc.returncode == 0, proc.stderr
     html = page(root)
-    assert expected_stamp(data) in html
+    assert expected_stamp(data).search(html), html
     assert 'data-claim="fp32_mb"' in html and 'tabindex="0">65.5</span> MB' in html   # claims verified
     assert "Executed" not in html and "ran for this build" not in html and CPU not in html
 
@@ -218,9 +240,10 @@ def test_a_frozen_result_older_than_its_check_fails_the_build(tmp_path: Path, mo
         ({"device": CPU, "driver": ""}, f"it was made on {CPU}, and a CPU run is never shown as a GPU figure"),
         ({"numbook_frozen": None}, f"its numbook_frozen is None, not {frozen.FORMAT}"),
         ({"check": "checks/other.py"}, "it is the result of checks/other.py"),
-        ({"status": "error"}, "its status is error"),
+        ({"status": "error"}, "it holds status: a frozen file holds the raw measurements of the GPU run only, and "
+                              "every value, sanity and figure is derived from them on each build"),
     ],
-    ids=["cpu-result", "no-format", "other-check", "failed-run"],
+    ids=["cpu-result", "no-format", "other-check", "a-result-field"],
 )
 @pytest.mark.slow  # a real build
 def test_a_frozen_file_that_is_no_gpu_result_of_its_check_fails_the_build(
@@ -247,7 +270,7 @@ def test_numbook_device_cannot_pass_a_cpu_off_as_a_gpu(tmp_path: Path, monkeypat
     data = freeze_fixture(root, monkeypatch)
     proc = build(root, fake)
     assert proc.returncode == 0, proc.stderr
-    assert expected_stamp(data) in page(root) and "ran for this build" not in page(root)
+    assert expected_stamp(data).search(page(root)) and "ran for this build" not in page(root)
 
 
 @pytest.mark.slow  # a real build
@@ -310,7 +333,7 @@ def test_a_frozen_result_goes_stale_when_a_file_its_check_read_changes(tmp_path:
         fh.write("import json, pathlib\njson.loads((pathlib.Path(__file__).parent / '_gpu_params.json').read_text())\n")
     data = freeze_fixture(root, monkeypatch)
     assert "checks/_gpu_params.json" in data["reads"]
-    assert set(data["provenance"]) >= {"git_commit", "cuda"}
+    assert set(data["provenance"]) >= {"worktree", "cuda"}
     assert build(root, env(tmp_path)).returncode == 0
     (root / "checks" / "_gpu_params.json").write_text('{"d": 1024}', encoding="utf-8")
     proc = build(root, env(tmp_path))
@@ -319,3 +342,210 @@ def test_a_frozen_result_goes_stale_when_a_file_its_check_read_changes(tmp_path:
         f"problems/I.1.A01.md:4: {CHECK} read files that changed since its frozen GPU result was made "
         f"(checks/_gpu_params.json; frozen {data['ran_at']} on cuda: {FAKE_GPU}); refresh it with `nox -s freeze` "
         "on a GPU machine"]
+
+
+# -- frozen measurements: replayed and derived on every build ---------------------------------------
+BANDWIDTH = '''\
+# numbook: requires=cuda
+"""A step's bandwidth against a datasheet peak. TEST FIXTURE: the "GPU" that times it is this CPU."""
+import os
+import sys
+
+from numbook.check import given, measurement, sanity, value
+
+PEAK_TBS = given("peak_tbs", 4.8, unit="TB/s")
+NBYTES = given("nbytes", 1_000_000_000, unit="B")
+
+
+def time_step():
+    if not os.environ["NUMBOOK_DEVICE"].startswith("cuda"):
+        sys.exit("time_step ran on a CPU: a replay must not call it")
+    return 0.0004
+
+
+step_s = measurement("step_s", time_step, unit="s")
+tbs = value("achieved_tbs", NBYTES / step_s / 1e12, unit="TB/s", measured="one step's bandwidth")
+sanity("below_peak", tbs < PEAK_TBS, "no step moves its bytes faster than the datasheet allows",
+       operands=(tbs, PEAK_TBS))
+print(f"{tbs:.2f} TB/s")
+'''
+BW, BW_FROZEN = "checks/bw.py", "checks/frozen/bw.json"
+
+
+def bandwidth_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str = BANDWIDTH) -> Path:
+    """A git checkout holding checks/bw.py and its frozen file, written by the real freeze code path from a run
+    on this CPU labelled as an H200 (FIXTURE); afterwards this process is a CPU machine again."""
+    root = project(tmp_path / "book", bw=source)
+    git_commit(root)
+    with monkeypatch.context() as m:
+        pretend_gpu(m)
+        written, failed = frozen.freeze_checks(Runner(root, cache_dir=None))
+    assert failed == []
+    assert written == [root / BW_FROZEN]
+    monkeypatch.setenv("NUMBOOK_DEVICE", CPU)   # no GPU answers here: the check is replayed
+    return root
+
+
+def replay(root: Path) -> CheckResult:
+    return Runner(root, cache_dir=None).result("bw.py")
+
+
+def frozen_data(root: Path) -> dict[str, object]:
+    data = json.loads((root / BW_FROZEN).read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def rewrite(root: Path, data: dict[str, object], *, sign: bool) -> None:
+    """Write a changed frozen file, with its digest recomputed (``sign``: a determined forger) or not (a hand edit)."""
+    if sign:
+        data = {**data, "digest": frozen.digest(data)}
+    (root / BW_FROZEN).write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_a_frozen_file_holds_measurements_and_a_cpu_build_derives_every_value_from_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = bandwidth_project(tmp_path, monkeypatch)
+    data = frozen_data(root)
+    assert data["measurements"] == {"step_s": {"value": 0.0004, "unit": "s"}}
+    assert sorted(data["reads"]) == [BW]                                      # type: ignore[arg-type]
+    res = replay(root)      # time_step would exit on this CPU: the replay does not call it
+    assert (res.status, res.frozen, res.cached) == ("ok", True, False), res.stderr
+    assert (res.device, res.driver, res.ran_at, res.versions) == (f"cuda: {FAKE_GPU}", FAKE_DRIVER, data["ran_at"],
+                                                                  data["versions"])
+    assert res.values == {"achieved_tbs": 2.5} and res.sanity["below_peak"]["ok"] is True
+    assert res.stdout == "2.50 TB/s\n" and res.measurements == data["measurements"]
+    assert res.stamp().endswith(f"source {data['source_hash']} · frozen GPU measurements, derived on this build")
+    assert res.reads[BW_FROZEN] == Runner(root, cache_dir=None).file_hash(BW_FROZEN)
+
+
+def test_a_forged_measurement_that_breaks_a_sanity_fails_on_every_build(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """9.87 TB/s against a 4.8 TB/s peak, digest and all: the sanity is computed again here, and fails."""
+    root = bandwidth_project(tmp_path, monkeypatch)
+    data = frozen_data(root)
+    rewrite(root, {**data, "measurements": {"step_s": {"value": 1e9 / 9.87e12, "unit": "s"}}}, sign=True)
+    res = replay(root)
+    assert (res.status, res.frozen, res.device) == ("error", True, f"cuda: {FAKE_GPU}")
+    assert failure_message(res, "bw.py")[0] == (
+        "check 'checks/bw.py' raised: numbook.check.SanityError: sanity 'below_peak' failed: no step moves its "
+        "bytes faster than the datasheet allows")
+
+
+def refused(root: Path, problem: str) -> str:
+    return f"{BW_FROZEN} is not a frozen GPU result of {BW}: {problem}; {FIX}"
+
+
+def test_a_hand_edited_frozen_file_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = bandwidth_project(tmp_path, monkeypatch)
+    data = frozen_data(root)
+    rewrite(root, {**data, "measurements": {"step_s": {"value": 0.0005, "unit": "s"}}}, sign=False)
+    res = replay(root)
+    assert (res.status, res.values, res.frozen) == ("frozen-invalid", {}, False)
+    assert res.stderr == refused(root, "its digest does not match its content: it was edited after `numbook freeze` "
+                                       "wrote it")
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"reads": {}}, "it records no reads (the files the GPU run read, with their hashes)"),
+        ({"reads": {"checks/other.py": "ab" * 10}}, "its reads do not list the check itself"),
+        ({"tool_hash": None}, "it records no tool hash (the hash of the numbook package that made it)"),
+        ({"commit": None}, "it records no commit (the git commit it was made at)"),
+        ({"measurements": {}}, "it records no measurements"),
+        ({"values": {"achieved_tbs": 9.87}, "sanity": {"below_peak": {"ok": True, "message": ""}}},
+         "it holds sanity, values: a frozen file holds the raw measurements of the GPU run only, and every value, "
+         "sanity and figure is derived from them on each build"),
+        ({"digest": None}, "it has no digest"),
+    ],
+    ids=["empty-reads", "reads-without-the-check", "no-tool-hash", "no-commit", "no-measurements", "derived-values",
+         "no-digest"],
+)
+def test_a_frozen_file_without_its_provenance_or_with_derived_values_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: dict[str, object], problem: str) -> None:
+    """Each rule on its own: the digest is recomputed, so only the rule named can refuse the file."""
+    root = bandwidth_project(tmp_path, monkeypatch)
+    data = {k: v for k, v in {**frozen_data(root), **change}.items() if v is not None}
+    rewrite(root, data, sign="digest" not in change)
+    res = replay(root)
+    assert (res.status, res.values) == ("frozen-invalid", {})
+    assert res.stderr == refused(root, problem)
+
+
+def test_the_hand_written_frozen_file_of_the_issue_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The right source hash, a cuda device, an empty reads list and a forged sanity, in the old whole-result form."""
+    root = bandwidth_project(tmp_path, monkeypatch)
+    forged = {"numbook_frozen": 1, "check": BW, "status": "ok", "device": f"cuda: {FAKE_GPU}", "reads": {},
+              "source_hash": frozen_data(root)["source_hash"], "values": {"achieved_tbs": 9.87},
+              "sanity": {"below_peak": {"ok": True, "message": ""}}}
+    (root / BW_FROZEN).write_text(json.dumps(forged), encoding="utf-8")
+    assert replay(root).stderr == refused(root, "its numbook_frozen is 1, not 2")
+    rewrite(root, {**forged, "numbook_frozen": 2}, sign=True)
+    assert replay(root).stderr == refused(root, "it holds sanity, status, values: a frozen file holds the raw "
+                                                "measurements of the GPU run only, and every value, sanity and figure "
+                                                "is derived from them on each build")
+
+
+def test_freeze_writes_nothing_for_a_gpu_check_that_measures_nothing_or_outside_git(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = project(tmp_path / "book", g="# numbook: requires=cuda\nfrom numbook.check import value\nvalue('x', 1)\n")
+    with monkeypatch.context() as m:
+        pretend_gpu(m)
+        with pytest.raises(frozen.FreezeError, match=r"is not a git checkout: a frozen file records the commit it "
+                                                     r"was made at; nothing was frozen"):
+            frozen.freeze_checks(Runner(root, cache_dir=None))
+        git_commit(root)
+        written, failed = frozen.freeze_checks(Runner(root, cache_dir=None))
+    assert (written, failed) == ([], [
+        "checks/g.py recorded no measurement: a GPU check records what it measures on the GPU with "
+        "numbook.check.measurement(), and a build without a GPU derives every value from those"])
+    assert not (root / "checks/frozen").exists()
+
+
+def test_a_measurement_outside_a_replay_calls_its_function_and_in_a_replay_returns_the_frozen_value(
+        tmp_path: Path) -> None:
+    """numbook.check.measurement() in a plain run and in a replay, each in its own interpreter."""
+    script = ("import json, sys\nfrom numbook import check\n"
+              "x = check.measurement('t', lambda: (1.5, 'x'), unit='s')\nprint(json.dumps([x, check.replaying()]))\n"
+              "check.measurement('u', lambda: 2)\n")
+    plain = {k: v for k, v in os.environ.items() if k != "NUMBOOK_MEASUREMENTS"}
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=plain, timeout=60,
+                          check=False)
+    assert (proc.returncode, proc.stdout) == (0, '[[1.5, "x"], false]\n'), proc.stderr
+    held = tmp_path / "m.json"
+    held.write_text(json.dumps({"file": BW_FROZEN, "measurements": {"t": {"value": 7}}}), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False,
+                          env={**plain, "NUMBOOK_MEASUREMENTS": str(held)})
+    assert (proc.returncode, proc.stdout) == (1, "[7, true]\n")
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"numbook.check.MeasurementError: measurement 'u' is not in the frozen measurements of {BW_FROZEN} "
+        "(it holds t): refresh them with `nox -s freeze` on a GPU machine")
+
+
+def test_numbook_verify_derives_a_gpu_page_from_frozen_measurements_and_fails_a_forged_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """End to end on the tiny book: a genuine frozen file verifies; a forged fp32 width breaks the check's sanity."""
+    root = gpu_book(tmp_path)
+    data = freeze_fixture(root, monkeypatch)
+
+    def verify() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "numbook.cli", "verify", "--root", str(root), "--no-cache"],
+                              capture_output=True, text=True, env=env(tmp_path), timeout=300, check=False)
+
+    def row(proc: subprocess.CompletedProcess[str]) -> list[str]:
+        return next(ln for ln in proc.stdout.splitlines() if ln.startswith(CHECK)).split()
+
+    def faults(proc: subprocess.CompletedProcess[str]) -> list[str]:   # the faults of the GPU check's run
+        return [ln for ln in proc.stderr.splitlines() if ln.startswith(f"{A01}:4:")]
+
+    proc = verify()
+    assert proc.returncode == 0, proc.stderr
+    assert (faults(proc), row(proc)[1]) == ([], "ok")
+    assert f"frozen cuda: {FAKE_GPU}" in " ".join(row(proc))   # source and device columns
+    forged = {**data, "measurements": {"fp32_bytes": {"value": 8}}}
+    (root / FROZEN).write_text(json.dumps({**forged, "digest": frozen.digest(forged)}), encoding="utf-8")
+    proc = verify()
+    assert proc.returncode == 1 and row(proc)[1] == "error"
+    assert faults(proc) == [
+        f"{A01}:4: check '{CHECK}' raised: numbook.check.SanityError: sanity 'half' failed: bf16 is half of fp32"]

@@ -541,3 +541,159 @@ def test_a_result_file_written_by_the_check_itself_is_an_error_not_a_crash(tmp_p
     assert res["forged.py"].stderr == ("its own words\n\nchecks/forged.py wrote a result numbook cannot read "
                                        "(no 'inputs'): only numbook.check writes it")
     assert res["listed.py"].stderr.endswith("cannot read (not a JSON object): only numbook.check writes it")
+
+
+READS_OUTSIDE = """
+    import json, sys
+    from numbook.check import value
+    value("n", json.load(open(sys.argv[0].rsplit("/", 3)[0] + "/outside.json"))["n"])
+"""
+
+
+def test_a_file_read_outside_the_project_is_keyed_by_its_content(tmp_path: Path) -> None:
+    root = project(tmp_path / "book", a=READS_OUTSIDE)
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"n": 1}', encoding="utf-8")
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    assert res.values == {"n": 1} and str(outside) in res.reads   # listed by its absolute path
+    assert Runner(root, cache_dir=".cache").result("a.py").cached
+    outside.write_text('{"n": 2}', encoding="utf-8")
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    assert (res.cached, res.values) == (False, {"n": 2})
+    outside.unlink()
+    assert Runner(root, cache_dir=".cache").result("a.py").status == "error"
+
+
+@pytest.mark.parametrize("listing", [
+    "os.listdir(data)", "[e.name for e in os.scandir(data)]", "[p.name for p in Path(data).iterdir()]",
+    "[os.path.basename(p) for p in glob.glob(data + '/*')]", "[p.name for p in Path(data).glob('*')]",
+    "next(os.walk(data))[2]", "os.listdir(os.open(data, os.O_RDONLY))"],
+    ids=["listdir", "scandir", "iterdir", "glob", "path-glob", "walk", "listdir-fd"])
+def test_a_folder_a_check_lists_is_keyed_by_its_names(tmp_path: Path, listing: str) -> None:
+    root = project(tmp_path, a=f"""
+        import glob, os
+        from pathlib import Path
+        from numbook.check import value
+        data = str(Path(__file__).parent.parent / "data")
+        value("n", len({listing}))
+    """)
+    (root / "data").mkdir()
+    (root / "data/one.csv").write_text("1", encoding="utf-8")
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    assert res.values == {"n": 1} and "data/" in res.reads, res.stderr
+    (root / "data/one.csv").write_text("changed", encoding="utf-8")   # a listing is the names, not the contents
+    assert Runner(root, cache_dir=".cache").result("a.py").cached
+    (root / "data/two.csv").write_text("2", encoding="utf-8")
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    assert (res.cached, res.values) == (False, {"n": 2})
+    (root / "data/one.csv").rename(root / "data/three.csv")            # a rename changes the names too
+    assert Runner(root, cache_dir=".cache").result("a.py").cached is False
+
+
+def test_a_listing_outside_the_project_is_keyed_and_the_import_systems_own_listings_are_not(tmp_path: Path) -> None:
+    root = project(tmp_path / "book", a="""
+        import os, sys
+        from _helper import K
+        from numbook.check import value
+        value("n", K + len(os.listdir(sys.argv[0].rsplit("/", 3)[0] + "/outside")))
+    """)
+    (root / "checks/_helper.py").write_text("K = 10\n", encoding="utf-8")
+    (tmp_path / "outside").mkdir()
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    assert res.values == {"n": 10} and f"{tmp_path}/outside/" in res.reads, res.stderr
+    assert not any(r.startswith("checks") and r.endswith("/") for r in res.reads)   # the imports' folder
+    (root / "checks/other.py").write_text("x = 1\n", encoding="utf-8")           # another check: no rerun
+    assert Runner(root, cache_dir=".cache").result("a.py").cached
+    (tmp_path / "outside/new.txt").write_text("x", encoding="utf-8")
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    assert (res.cached, res.values) == (False, {"n": 11})
+
+
+def test_reads_of_the_system_and_of_installed_libraries_are_not_keyed(tmp_path: Path) -> None:
+    root = project(tmp_path, a="""
+        import os, numpy
+        from numbook.check import value
+        open("/proc/self/status").read(); open("/etc/hostname").read() if os.path.exists("/etc/hostname") else 0
+        os.listdir("/proc/self"); os.listdir(os.path.dirname(numpy.__file__)); open(numpy.__file__).read()
+        value("n", 1)
+    """)
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    assert res.status == "ok", res.stderr
+    assert sorted(res.reads) == ["checks/a.py"]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")   # a zombie has ended; only its parent's reaping is left
+
+
+DETACHED = """
+    # numbook: timeout=2
+    {imports}
+    import subprocess, sys, time
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+    print(child.pid, flush=True)   # the child holds the check's output open, in a session of its own
+    time.sleep({sleep})
+"""
+DOUBLE_FORK = """
+    # numbook: timeout=2
+    {imports}
+    import os, sys, time
+    r, w = os.pipe()
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.write(w, str(os.getpid()).encode()); os.close(w)
+            time.sleep(600)
+        os._exit(0)
+    os.close(w)
+    print(os.read(r, 100).decode(), flush=True)
+    time.sleep({sleep})
+"""
+
+
+@pytest.mark.parametrize("imports", ["", "import numpy"], ids=["fresh", "forked"])
+@pytest.mark.parametrize(("source", "sleep", "status"),
+                         [(DETACHED, 600, "timeout"), (DETACHED, 0, "error"), (DOUBLE_FORK, 600, "timeout")],
+                         ids=["detached-timeout", "detached-ends", "double-fork-timeout"])
+def test_a_child_that_left_the_checks_session_neither_delays_the_result_nor_outlives_it(
+        tmp_path: Path, imports: str, source: str, sleep: int, status: str) -> None:
+    root = project(tmp_path, a=source.format(imports=imports, sleep=sleep))
+    started = time.monotonic()
+    res = Runner(root, cache_dir=None).result("a.py")
+    assert time.monotonic() - started < 20, "the runner waited for the detached child"
+    assert res.status == status, res.stderr   # "error": the check ended without its values
+    pid = int(res.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(pid), "the detached child outlived its check"
+
+
+def test_a_checks_output_is_cut_at_a_megabyte_with_a_note(tmp_path: Path) -> None:
+    root = project(tmp_path, a="""
+        import sys
+        sys.stdout.write(("x" * 99 + "\\n") * 30_000)
+        sys.stderr.write(("y" * 99 + "\\n") * 30_000)
+        raise ValueError("the last line")
+    """)
+    res = Runner(root, cache_dir=None).result("a.py")
+    assert res.stdout.endswith("x" * 99 + "\n… output cut at 1 MB of 3 MB\n")
+    assert len(res.stdout.encode()) < 1_000_100
+    first, *_, last = res.stderr.splitlines()
+    assert first.startswith("… error output cut to its last 1 MB of 3 MB")
+    assert last == "ValueError: the last line" and len(res.stderr.encode()) < 1_000_100
+    small = Runner(project(tmp_path / "small", a="print('µs')\n"), cache_dir=None).result("a.py")
+    assert small.stdout == "µs\n"
+
+
+def test_a_check_that_failed_on_a_missing_module_runs_again_when_the_module_appears(tmp_path: Path) -> None:
+    root = project(tmp_path, a="from _helper import K\nfrom numbook.check import value\nvalue('k', K)\n")
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    assert res.status == "error" and "checks/" in res.reads, res.stderr   # the folders it was looked for in
+    assert Runner(root, cache_dir=".cache").result("a.py").cached
+    (root / "checks/_helper.py").write_text("K = 1\n", encoding="utf-8")
+    assert Runner(root, cache_dir=".cache").result("a.py").values == {"k": 1}

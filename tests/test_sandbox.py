@@ -133,3 +133,79 @@ def test_reads_outside_the_project_are_not_recorded_and_bytecode_is_not_written(
     assert set(res.reads) == {"checks/x.py", "checks/_helper.py"}
     assert not (root / "checks/__pycache__").exists()
     assert os.environ.get("NUMBOOK_SCRATCH") is None
+
+
+def test_a_write_through_a_dir_fd_lands_where_the_folder_is_not_where_the_name_looks(tmp_path: Path) -> None:
+    """os.open's audit event carries no dir_fd: a relative name looked as if it were in the working directory."""
+    root, res = run(tmp_path, """
+        import os
+        from pathlib import Path
+        docs = os.open(Path(__file__).parent.parent / "docs", os.O_RDONLY)
+        os.open("INJECTED.md", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=docs)
+    """)
+    assert last_line(res) == f"PermissionError: numbook: check 'checks/x.py' may not write docs/INJECTED.md: {WHY}"
+    assert sorted(p.name for p in (root / "docs").iterdir()) == ["keep.md"]
+
+
+def test_os_open_with_and_without_a_dir_fd_writes_in_scratch_and_reads_are_recorded_where_they_are(
+        tmp_path: Path) -> None:
+    root, res = run(tmp_path, """
+        import os
+        from pathlib import Path
+        from numbook.check import value
+        os.mkdir("sub")
+        here = os.open("sub", os.O_RDONLY)
+        os.close(os.open("plain.txt", os.O_WRONLY | os.O_CREAT, 0o644))
+        os.close(os.open("inside.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=here))
+        docs = os.open(Path(__file__).parent.parent / "docs", os.O_RDONLY)
+        os.close(os.open("keep.md", os.O_RDONLY, dir_fd=docs))
+        value("made", sorted(os.listdir("sub")) + sorted(p for p in os.listdir(".") if p.endswith(".txt")))
+    """)
+    assert res.status == "ok", res.stderr
+    assert res.values == {"made": ["inside.txt", "plain.txt"]}
+    assert "docs/keep.md" in res.reads   # read through the folder's descriptor: recorded as the project file
+
+
+@pytest.mark.parametrize(
+    ("code", "verb", "path"),
+    [("os.symlink(docs, 'out'); open('out/INJECTED.md', 'w')", "write", "docs/INJECTED.md"),
+     ("os.symlink(docs / 'keep.md', 'k'); open('k', 'a')", "write", "docs/keep.md"),
+     ("os.symlink(docs / 'new.md', 'n'); open('n', 'w')", "write", "docs/new.md"),   # a link to nothing yet
+     ("os.symlink(docs, 'out'); os.mkdir('out/new')", "create the directory", "docs/new"),
+     ("os.symlink(docs, 'out'); os.rename('out/keep.md', 'here.md')", "rename", "docs/keep.md"),
+     ("os.link(docs / 'keep.md', 'hard')", "link to", "docs/keep.md"),
+     ("open('mine.md', 'w').close(); os.link('mine.md', docs / 'hard.md')", "link to", "docs/hard.md"),
+     ("open('mine.md', 'w').close(); os.rename('mine.md', docs / 'moved.md')", "rename", "docs/moved.md"),
+     ("open('mine.md', 'w').close(); d = os.open(docs, os.O_RDONLY); os.rename('mine.md', 'moved.md', "
+      "dst_dir_fd=d)", "rename", "docs/moved.md")],
+    ids=["symlink-folder", "symlink-file", "symlink-dangling", "symlink-mkdir", "symlink-rename", "hardlink-in",
+         "hardlink-out", "rename-out", "rename-dst-dir-fd"],
+)
+def test_links_and_renames_cannot_carry_a_write_out_of_scratch(tmp_path: Path, code: str, verb: str,
+                                                                path: str) -> None:
+    root, res = run(tmp_path, f"""
+        import os
+        from pathlib import Path
+        docs = Path(__file__).parent.parent / "docs"
+        {code}
+    """)
+    assert last_line(res) == f"PermissionError: numbook: check 'checks/x.py' may not {verb} {path}: {WHY}"
+    assert sorted(p.name for p in (root / "docs").iterdir()) == ["keep.md"]
+    assert (root / "docs/keep.md").read_text(encoding="utf-8") == "keep\n"
+
+
+def test_a_link_in_scratch_may_point_out_and_be_removed_and_links_inside_scratch_are_free(tmp_path: Path) -> None:
+    _, res = run(tmp_path, """
+        import os
+        from pathlib import Path
+        from numbook.check import value
+        docs = Path(__file__).parent.parent / "docs"
+        os.symlink(docs, "out")
+        value("seen", os.listdir("out"))   # reading through it is a read
+        os.remove("out")                   # removing the link removes the link, not docs
+        open("a.txt", "w").close()
+        os.link("a.txt", "b.txt"); os.symlink("a.txt", "c.txt"); os.rename("c.txt", "d.txt")
+        value("here", sorted(p for p in os.listdir(".") if p.endswith(".txt")))
+    """)
+    assert res.status == "ok", res.stderr
+    assert res.values == {"seen": ["keep.md"], "here": ["a.txt", "b.txt", "d.txt"]}

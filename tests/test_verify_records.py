@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from numbook.result import FROZEN_HOW
 from numbook.runner import CheckResult, Status
 from numbook.verify import PageContext, RecordKind, display, unbound_numbers, verify_page
 
@@ -73,8 +74,8 @@ def test_a_verified_claim_records_value_rule_unit_source_and_provenance() -> Non
 
 
 @pytest.mark.parametrize(("cached", "frozen", "how"), [
-    (False, False, "ran for this build"), (True, False, "from cache"), (False, True, "frozen GPU result"),
-    (True, True, "frozen GPU result"),
+    (False, False, "ran for this build"), (True, False, "from cache"), (False, True, FROZEN_HOW),
+    (True, True, FROZEN_HOW),
 ])
 def test_a_claim_says_how_its_value_came_to_this_build(cached: bool, frozen: bool, how: str) -> None:
     res = CheckResult("checks/demo.py", "ok", values={"x": 1.5}, cached=cached, frozen=frozen)

@@ -191,16 +191,17 @@ def check_validator(language: str, inputs: dict[str, str], options: dict[str, An
     return not inputs or all(k in ("title",) for k in inputs)
 
 
-_FROZEN_TITLE = ("Measured on the GPU named here, with that driver and those versions, on that date, from the "
-                 "check source with that hash. This build has no usable GPU and did not run the check.")
+_FROZEN_TITLE = ("The raw measurements were made on the GPU named here, with that driver and those versions, on that "
+                 "date, from the check source with that hash. This build has no usable GPU: it ran the check on its "
+                 "CPU with those measurements and derived every value and sanity from them.")
 
 
 def _stamp(res: CheckResult) -> etree.Element:
     p = etree.Element("p", {"class": "nb-stamp nb-stamp-frozen" if res.frozen else "nb-stamp"})
-    if res.frozen:  # measured on a GPU by an earlier run and committed: never shown as this build's run
+    if res.frozen:  # measured on a GPU by an earlier run and committed, derived here: never shown as a live GPU run
         p.set("title", _FROZEN_TITLE)
     label = etree.SubElement(p, "span", {"class": "nb-stamp-label"})
-    label.text = "Frozen GPU result" if res.frozen else "Executed"
+    label.text = "Frozen GPU measurements" if res.frozen else "Executed"
     label.tail = " " + res.stamp()
     return p
 

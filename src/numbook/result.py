@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Status", "CheckResult", "CheckHeader", "read_header", "parse_memory", "format_bytes",
-           "DEFAULT_MEMORY", "DEFAULT_CACHE_DIR", "DEFAULT_TIMEOUT", "FAILED"]
+           "DEFAULT_MEMORY", "DEFAULT_CACHE_DIR", "DEFAULT_TIMEOUT", "FAILED", "FROZEN_HOW"]
 
 
 class Status(enum.StrEnum):
@@ -34,6 +34,9 @@ FAILED = frozenset({Status.ERROR, Status.TIMEOUT, Status.OUT_OF_MEMORY})   # a r
 DEFAULT_MEMORY = 8 * 2**30      # bytes a check may use: two parallel checks fit a 24 GiB machine
 DEFAULT_CACHE_DIR = ".cache/numbook"   # the result cache, relative to the project root
 DEFAULT_TIMEOUT = 120.0                # seconds a check may run, unless its header says otherwise
+FROZEN_HOW = "frozen GPU measurements, derived on this build"
+"""Where a replayed GPU check's result came from: its measurements were frozen on a GPU, every value, sanity and
+figure was computed from them for this build (numbook.frozen)."""
 
 _HEADER = re.compile(r"^#\s*numbook:\s*(.+)$", re.MULTILINE)
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -141,6 +144,7 @@ class CheckResult:
     fixed: dict[str, str] = field(default_factory=dict)      # value name -> why no input moves it
     measured: dict[str, str] = field(default_factory=dict)   # value name -> what was measured on this machine
     nudges: dict[str, float] = field(default_factory=dict)   # input name -> how far --perturb moves it
+    measurements: dict[str, Any] = field(default_factory=dict)  # name -> {value, unit}: raw GPU measurements
     requires: str = "cpu"
     device: str = ""
     driver: str = ""                # the GPU driver (nvidia-smi) where a cuda check ran on a GPU
@@ -182,9 +186,10 @@ class CheckResult:
                 "(raise it with a '# numbook: memory=…' line in the check)")
 
     def stamp(self) -> str:
-        """One line of provenance: device (and GPU driver), versions, run time, date; a frozen one its source hash."""
+        """One line of provenance: device (and GPU driver), versions, run time, date; a frozen one its source hash
+        (device, driver, versions and date are the GPU run's; the run time is this build's derivation)."""
         vers = " · ".join(f"{k} {v}" for k, v in self.versions.items())
-        how = "not run for this build" if self.frozen else ("from cache" if self.cached else "ran for this build")
+        how = FROZEN_HOW if self.frozen else ("from cache" if self.cached else "ran for this build")
         device = f"{self.device} · driver {self.driver}" if self.driver else self.device
         source = f" · source {self.source_hash}" if self.frozen else ""
         cpu = f" ({self.cpu_s:.2f} s CPU)" if self.cpu_s is not None else ""

@@ -2,17 +2,21 @@
 
 Each check runs under ``python -m numbook.sandbox`` (see there): in a scratch directory, with a
 scrubbed environment, a memory limit, no network, no writes outside the scratch directory, and a
-record of every project file it read.
+record of every file it read and folder it listed. Its output goes to files (the first megabyte of
+its output is kept, the last of its errors); at its timeout, and after it ends, its process group is
+killed and so is every process it left that escaped the group (see ``_kill_escaped``).
 
 The cache has two phases. The *first key* hashes what is known before a run: the check's path and
 source, the values of the environment variables its header declares (and of the thread settings),
 the Python/torch/numpy versions, the device, its timeout and memory limit, and the cache format.
-It names one cache entry, which lists every project file the run read with the hash of its
-content; the entry serves a build only while every one of those files still has that hash (a
-deleted file invalidates it too). Failed runs (error, timeout, out of memory) are cached the same
-way: they are not re-run until something they depend on changes. Paths are relative to the
-project root, so a copy of the project keeps its cache. The same first key never runs twice in one
-process.
+It names one cache entry, which lists every file the run read with the hash of its content (project
+files by their path in the project, other files by their absolute path; the system's and the
+installed software's files are left out, the versions and the device standing for them) and every
+folder it listed with the hash of its sorted names; the entry serves a build only while every one of
+those still has that hash (a deleted file invalidates it too). Failed runs (error, timeout, out of
+memory) are cached the same way: they are not re-run until something they depend on changes. Paths
+in the project are relative to its root, so a copy of the project keeps its cache. The same first
+key never runs twice in one process.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import sandbox
-from .check import FACTS_ENV, PERTURB_ENV, RESULT_ENV
+from .check import FACTS_ENV, MEASUREMENTS_ENV, PERTURB_ENV, RESULT_ENV
 
 if TYPE_CHECKING:
     from .frozen import GpuStatus
@@ -87,7 +91,7 @@ def cpu_name(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     """``cpu: <machine> <model> (<widest vector set>)``, as far as the system says: ``cpu: x86_64 AMD EPYC
     (avx512f)``. Two CPUs that may round differently get two names, so a result cached on one is never
     reused on the other."""
-    model, flags = "", set()
+    model, flags = "", set[str]()
     try:
         text = cpuinfo.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -220,6 +224,7 @@ class _Zygote:
             self.proc.wait(timeout=grace)
         if self.proc.poll() is None:
             self.proc.kill()
+            self.proc.wait()   # reaped here: a Popen dropped while its process runs warns (a ResourceWarning)
         if not self.ready:   # no reader thread was started to close its answers' pipe at the end
             assert self.proc.stdout is not None
             self.proc.stdout.close()
@@ -227,7 +232,7 @@ class _Zygote:
 
 
 _RECORDS = ("inputs", "values", "figures", "sanity", "lines", "cpu_s", "units", "dtypes", "facts", "fixed", "nudges",
-            "measured")
+            "measured", "measurements")
 """What a check's result file holds (numbook.check's _write_result), each a field of CheckResult."""
 
 _ZYGOTES: dict[str, _Zygote] = {}
@@ -321,7 +326,9 @@ class Runner:
         return key, own[:20]
 
     def file_hash(self, rel: str) -> str | None:
-        """The hash of a project file as the sandbox records it; None where it does not exist."""
+        """The hash of a file a run read, as the sandbox records it: ``rel`` relative to the root or absolute
+        (outside the project), and ending in ``/`` for a folder's listing (the hash of its sorted names);
+        None where it does not exist."""
         path = self.root / rel
         try:
             st = path.stat()
@@ -329,7 +336,8 @@ class Runner:
             return None
         stamp = (rel, st.st_mtime_ns, st.st_size, st.st_ino)
         if stamp not in self._hashes:
-            self._hashes[stamp] = sandbox.file_hash(str(path))
+            digest = sandbox.listing_hash if rel.endswith("/") else sandbox.file_hash
+            self._hashes[stamp] = digest(str(path))
         return self._hashes[stamp]
 
     # -- running -------------------------------------------------------------------------
@@ -510,7 +518,8 @@ class Runner:
         limit = self.memory_limit(header)
         base = CheckResult(rel, Status.ERROR, requires=header.requires, device=self.device, versions=self.versions,
                            key=key, source_hash=own, timeout_s=timeout, memory_limit=limit)
-        if header.requires == "cuda":  # live only on a GPU torch can use; elsewhere its frozen GPU result
+        replay = None
+        if header.requires == "cuda":  # live only on a GPU torch can use; elsewhere replayed from frozen measurements
             from .frozen import gpu_status, load_frozen
 
             with self._guard:
@@ -518,8 +527,12 @@ class Runner:
                     self._gpu = gpu_status(self.device)
                 gpu = self._gpu
             if not gpu.usable:
-                return load_frozen(self, path, rel, base, gpu.reason)
-            base.driver = gpu.driver
+                frozen = load_frozen(self, path, rel, base, gpu.reason)
+                if isinstance(frozen, CheckResult):
+                    return frozen
+                replay = frozen
+            else:
+                base.driver = gpu.driver
         with tempfile.TemporaryDirectory(prefix="numbook-") as tmp:
             scratch = Path(tmp).resolve()
             for sub in ("work", "tmp"):
@@ -527,6 +540,11 @@ class Runner:
             started = time.perf_counter()
             base.ran_at = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
             env = self._env(header, scratch, rel, limit, perturb)
+            if replay is not None:   # numbook.check.measurement() returns these and measures nothing
+                from .frozen import replay_file
+
+                (scratch / "measurements.json").write_text(replay_file(replay), encoding="utf-8")
+                env[MEASUREMENTS_ENV] = str(scratch / "measurements.json")
             warm = self._warm(header, path)
             ran = self._run_forked(warm, path, scratch, env, timeout) if warm is not None else None
             if ran is None:
@@ -540,6 +558,10 @@ class Runner:
             base.reads = _read_list(scratch / "reads.txt")
             if base.status != Status.TIMEOUT:
                 self._finish(base, scratch / "result.json")
+        if replay is not None:   # derived on this build from frozen measurements: labelled so, and never cached
+            from .frozen import replayed
+
+            return replayed(self, replay, base)
         self._to_disk(base)
         return base
 
@@ -611,16 +633,10 @@ class Runner:
         rc = warm.wait(ident, timeout)
         timed_out = rc is None and warm.alive
         _kill_group(pid)   # on a timeout, the check; in any case, whatever it left running in its session
+        _kill_escaped(scratch)   # and what left its session (a daemon, a double fork)
         if timed_out:
             warm.wait(ident, 30)
-
-        def read(p: Path) -> str:
-            try:
-                return p.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                return ""
-
-        stdout, stderr = read(out), read(err)
+        stdout, stderr = _output(out), _output(err, tail=True)
         if rc is None and not timed_out:
             stderr += "\nnumbook: the warm parent the check was forked from ended before the check did"
             return stdout, stderr, -signal.SIGKILL
@@ -628,21 +644,27 @@ class Runner:
 
     def _run_fresh(self, path: Path, scratch: Path, env: dict[str, str],
                    timeout: float) -> tuple[str, str, int | None]:
-        """(stdout, stderr, exit code or None on a timeout) of the check in a fresh interpreter."""
-        proc = subprocess.Popen(
-            [sys.executable, "-X", "utf8", "-m", "numbook.sandbox", str(path)], cwd=scratch / "work",
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            text=True, encoding="utf-8", errors="replace", start_new_session=True,
-        )
+        """(stdout, stderr, exit code or None on a timeout) of the check in a fresh interpreter.
+
+        Its output goes to files, not pipes: a child it leaves running (one that left its session too) would
+        hold a pipe open, and a wait for the pipe's end would last as long as that child."""
+        out, err = scratch / "stdout.txt", scratch / "stderr.txt"
+        with out.open("wb") as fout, err.open("wb") as ferr:
+            proc = subprocess.Popen(
+                [sys.executable, "-X", "utf8", "-m", "numbook.sandbox", str(path)], cwd=scratch / "work",
+                env=env, stdin=subprocess.DEVNULL, stdout=fout, stderr=ferr, start_new_session=True,
+            )
         timed_out = False
         try:
-            stdout, stderr = proc.communicate(timeout=timeout)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            _kill_group(proc.pid)
-            stdout, stderr = proc.communicate()
             timed_out = True
-        _kill_group(proc.pid)   # whatever the check left running in its session
-        return stdout, stderr, None if timed_out else proc.returncode
+        _kill_group(proc.pid)   # on a timeout, the check; in any case, whatever it left running in its session
+        if timed_out:
+            proc.kill()   # also where the check moved itself out of its group
+        proc.wait()
+        _kill_escaped(scratch)   # and what left its session
+        return _output(out), _output(err, tail=True), None if timed_out else proc.returncode
 
     def _finish(self, base: CheckResult, out_json: Path) -> None:
         """Set the status and records of a run that ended by itself."""
@@ -679,8 +701,75 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
+def _kill_escaped(scratch: Path) -> int:
+    """Kill every process a check left behind outside its process group (a child started in a new session, a
+    double fork): those whose environment names the check's scratch folder (every process a check starts
+    inherits it unless it clears it), whose working folder lies in it, or that hold a file of it open (its
+    output files). Linux only (elsewhere only the group is killed); how many were killed."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return 0
+    mark = f"{sandbox.SCRATCH_ENV}={scratch}\0".encode()
+    inside = str(scratch) + os.sep
+    me = os.getpid()
+    killed = 0
+    for _ in range(3):   # again, for a child forked while the folder was searched
+        found = []
+        for entry in proc.iterdir():
+            if not entry.name.isdigit() or int(entry.name) == me:
+                continue
+            try:
+                if mark in (entry / "environ").read_bytes():
+                    found.append(int(entry.name))
+                    continue
+                links = [entry / "cwd", *(entry / "fd").iterdir()]
+            except OSError:   # gone, or another user's
+                continue
+            for link in links:
+                with contextlib.suppress(OSError):
+                    if (os.readlink(link) + os.sep).startswith(inside):
+                        found.append(int(entry.name))
+                        break
+        for pid in found:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+        if not found:
+            break
+    return killed
+
+
+OUTPUT_LIMIT = 1_000_000
+"""Bytes of a check's standard output (and of its error output) kept: a page shows them, and 10 MB of output
+made a 13 MB page."""
+
+
+def _output(path: Path, tail: bool = False) -> str:
+    """A check's output file as text: its first OUTPUT_LIMIT bytes (the last for the error output, ``tail``, whose
+    last line says why a check failed) and a note where the rest was cut."""
+    try:
+        with path.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size > OUTPUT_LIMIT and tail:
+                fh.seek(size - OUTPUT_LIMIT)
+            data = fh.read(OUTPUT_LIMIT)
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    if size <= OUTPUT_LIMIT:
+        return text
+    if tail:   # from the first whole line on
+        return f"… error output cut to its last {_mb(OUTPUT_LIMIT)} of {_mb(size)}\n" + text.split("\n", 1)[-1]
+    return text.rsplit("\n", 1)[0] + f"\n… output cut at {_mb(OUTPUT_LIMIT)} of {_mb(size)}\n"
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1e6:.3g} MB"
+
+
 def _read_list(path: Path) -> dict[str, str | None]:
-    """The files a run read, as the sandbox listed them: {path relative to the root: hash or None}."""
+    """The files a run read, as the sandbox listed them: {path relative to the root (absolute outside it; ending
+    in ``/`` for a folder it listed): hash or None}."""
     out: dict[str, str | None] = {}
     try:
         text = path.read_text(encoding="utf-8", errors="surrogateescape")
@@ -689,5 +778,8 @@ def _read_list(path: Path) -> dict[str, str | None]:
     for line in text.splitlines():
         digest, sep, rel = line.partition("\t")
         if sep:
-            out[Path(rel).as_posix()] = None if digest == "-" else digest
+            name = Path(rel).as_posix()
+            if rel.endswith("/") and not name.endswith("/"):   # a folder's listing
+                name += "/"
+            out[name] = None if digest == "-" else digest
     return dict(sorted(out.items()))

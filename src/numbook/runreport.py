@@ -1,7 +1,7 @@
 """The run report: one row per check of this build, as a Markdown page the plugin adds to the site.
 
 Each row says what the build did with a check: its status, how long it ran, on which device,
-whether it ran for this build, came from the cache or is a frozen GPU result, how many claims
+whether it ran for this build, came from the cache or was derived from frozen GPU measurements, how many claims
 it backs, and which pages use it. ``numbook verify`` prints the same facts as a text table.
 """
 
@@ -112,7 +112,7 @@ def report_markdown(book: Book, results: dict[str, CheckResult], get: Callable[[
     out = [
         "# Run report", "",
         f"What this build did with each check, built {when}: {len(rows)} checks, {ran} ran for this build "
-        f"({total:.2f} s of check time), {cached} from the cache, {frozen} frozen GPU results, "
+        f"({total:.2f} s of check time), {cached} from the cache, {frozen} derived from frozen GPU measurements, "
         f"{failed} failed; {sum(claims.values())} claims verified.", "",
         "| check (in `checks/`) | status | time | device | source | claims | pages |",
         "|---|---|---|---|---|---|---|",
@@ -124,8 +124,8 @@ def report_markdown(book: Book, results: dict[str, CheckResult], get: Callable[[
         out.append(f"| `{r.check.removeprefix('checks/')}` | {r.status} | {time} | {device} | {source_of(r)} | "
                    f"{claims.get(r.check, 0)} | {used or '–'} |")
     out += ["", "*source*: `ran` ran for this build; `cache` is the result of an earlier run with the same "
-                "source, imports, library versions and device; `frozen` is a committed GPU result "
-                "(`checks/frozen/`). *time* is the check's own run time, when it ran.", ""]
+                "source, imports, library versions and device; `frozen` is derived on this build from committed GPU "
+                "measurements (`checks/frozen/`). *time* is the check's own run time, when it ran.", ""]
     with_claims = [c for c in claims if claims.get(c)]
     out += _perturb_section(perturbed, with_claims, stale or {})
     return "\n".join(out)

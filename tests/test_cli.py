@@ -191,3 +191,83 @@ def test_run_a_failing_check_exits_non_zero_with_its_traceback(root: Path,
     err = capsys.readouterr().err.splitlines()
     assert err[-2:] == ["RuntimeError: boom", "check 'checks/i1_a09_bad.py' raised: RuntimeError: boom"]
     assert f'  File "{root / "checks/i1_a09_bad.py"}", line 2, in <module>' in err
+
+
+# -- verify and the build agree: quick checks, the Markdown extension ------------------------------------
+LESSON = "docs/lesson.md"
+QUIZ = """# A lesson
+
+/// quiz | How many MB does the table take in fp32?
+    answer: i1_a01_embedding:fp32_mb
+- [ ] [[32.8|i1_a01_embedding:bf16_mb]]
+    That is bf16, two bytes an element.
+- [x] [[65.5|i1_a01_embedding:fp32_mb]]
+    Four bytes an element.
+///
+"""
+
+
+def verify_faults(root: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str]]:
+    """``numbook verify``'s exit status and its faults on the lesson (the tiny book's own pages aside)."""
+    rc = main(["verify", "--root", str(root)])
+    faults = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith(LESSON)]
+    return (rc if faults else 0), faults
+
+
+def build_faults(root: Path, rel: str) -> list[str]:
+    """The faults the build's Markdown conversion reports for one page (the extensions of a lesson)."""
+    import markdown
+
+    from numbook.markdown_ext import NumbookExtension
+    from numbook.runner import Runner
+    from numbook.verify import PageContext
+
+    runner = Runner(root, "checks", None)
+    ext = NumbookExtension(context=PageContext(rel, None, runner.result, root=root))
+    md = markdown.Markdown(extensions=[ext, "numbook.components", "pymdownx.superfences", "attr_list", "md_in_html"])
+    md.convert((root / rel).read_text(encoding="utf-8"))
+    return [str(d) for d in ext.session.reporter.faults if d.path == rel]
+
+
+def test_a_quiz_key_moved_to_a_wrong_option_fails_verify_and_the_build(
+        root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (root / LESSON).write_text(QUIZ, encoding="utf-8")
+    assert verify_faults(root, capsys) == (0, [])
+    assert build_faults(root, LESSON) == []
+    moved = QUIZ.replace("- [ ] [[32.8", "- [x] [[32.8").replace("- [x] [[65.5", "- [ ] [[65.5")
+    (root / LESSON).write_text(moved, encoding="utf-8")
+    fault = ("docs/lesson.md:5: /// quiz: the option marked [x], '32.8', is not the answer: the answer "
+             "i1_a01_embedding:fp32_mb = 65.536 is option 2, '65.5'; mark that one [x]")
+    assert verify_faults(root, capsys) == (1, [fault])
+    assert build_faults(root, LESSON) == [fault]
+
+
+@pytest.mark.parametrize("marks", [("[x]", "[x]"), ("[ ]", "[ ]")])
+def test_two_or_no_marked_options_fail_verify_as_they_fail_the_build(
+        root: Path, capsys: pytest.CaptureFixture[str], marks: tuple[str, str]) -> None:
+    page = QUIZ.replace("- [ ] [[32.8", f"- {marks[0]} [[32.8").replace("- [x] [[65.5", f"- {marks[1]} [[65.5")
+    (root / LESSON).write_text(page, encoding="utf-8")
+    n = 2 if marks[0] == "[x]" else 0
+    fault = f"docs/lesson.md:3: /// quiz: {n} options are marked correct; mark exactly one with '[x]'"
+    assert verify_faults(root, capsys) == (1, [fault])
+    assert build_faults(root, LESSON) == [fault]
+
+
+def test_a_quiz_key_that_is_a_value_must_be_named_as_the_answer(
+        root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (root / LESSON).write_text(QUIZ.replace("    answer: i1_a01_embedding:fp32_mb\n", ""), encoding="utf-8")
+    fault = ("docs/lesson.md:6: /// quiz: the key '65.5' is the value i1_a01_embedding:fp32_mb: name it in the "
+             "block's header as 'answer: i1_a01_embedding:fp32_mb', so the key is tied to the check and a moved "
+             "[x] fails")
+    assert verify_faults(root, capsys) == (1, [fault])
+    assert build_faults(root, LESSON) == [fault]
+
+
+def test_a_book_without_the_numbook_markdown_extension_fails_verify_as_it_fails_the_build(
+        root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    edit(root, "mkdocs.yml", "markdown_extensions:\n  - numbook\n", "markdown_extensions:\n")
+    assert main(["verify", "--root", str(root)]) == 2
+    assert capsys.readouterr().err == ("numbook verify: mkdocs.yml: the numbook plugin needs the 'numbook' Markdown "
+                                       "extension in markdown_extensions\n")
+    with pytest.raises(ConfigError, match="the numbook plugin needs the 'numbook' Markdown extension"):
+        load_layout(root)

@@ -135,7 +135,7 @@ def test_an_unknown_or_invalid_option_still_renders_and_says_so(caplog: pytest.L
     html = render(QUIZ.replace("axis?\n", "axis?\n    colour: red\n    id: 9lives\n"))
     assert 'class="nb-quiz"' in html and 'id="nb-quiz-1"' in html
     assert warnings(caplog) == [
-        "<markdown>:1: /// quiz: unknown option 'colour' (known: id, label)",
+        "<markdown>:1: /// quiz: unknown option 'colour' (known: answer, id, label)",
         "<markdown>:1: /// quiz: option 'id': '9lives' is not an id (letters, digits, '-' and '_', "
         "starting with a letter)",
     ]
@@ -151,6 +151,7 @@ def test_a_claimed_key_passes_and_its_tooltip_waits_for_the_answer(
         checked_page: None, caplog: pytest.LogCaptureFixture) -> None:
     html = render("""
         /// quiz | Shape of X @ W?
+            answer: z
         - [ ] (3, 5)
             W's shape.
         - [x] [[(8, 5)|z]]
@@ -167,6 +168,7 @@ def test_a_claimed_key_passes_and_its_tooltip_waits_for_the_answer(
 def test_a_wrong_option_that_matches_the_key_is_a_fault(checked_page: None, caplog: pytest.LogCaptureFixture) -> None:
     render("""
         /// quiz | How many logits?
+            answer: n
         - [x] [[40|n]]
             8 × 5.
         - [ ] 40
@@ -180,9 +182,36 @@ def test_a_wrong_option_that_matches_the_key_is_a_fault(checked_page: None, capl
 
 def test_a_wrong_claim_in_a_key_fails_through_the_claim_itself(
         checked_page: None, caplog: pytest.LogCaptureFixture) -> None:
-    render("/// quiz | Shape?\n- [x] [[(8, 4)|z]]\n    Yes.\n- [ ] (3, 5)\n    No.\n///")
-    assert warnings(caplog) == ["lessons/x.md:6: claim 'z' reads (8, 4), checks/l_test.py computed (8, 5) "
+    render("/// quiz | Shape?\n    answer: z\n- [x] [[(8, 4)|z]]\n    Yes.\n- [ ] (3, 5)\n    No.\n///")
+    assert warnings(caplog) == ["lessons/x.md:7: claim 'z' reads (8, 4), checks/l_test.py computed (8, 5) "
                                 "(compared exact shape)"]
+
+
+def test_a_moved_key_is_reported_at_its_line_with_the_answer_and_its_value(
+        checked_page: None, caplog: pytest.LogCaptureFixture) -> None:
+    render("""
+        /// quiz | Shape of X @ W?
+            answer: z
+        - [x] [[40|n]] logits
+            The count, not the shape.
+        - [ ] [[(8, 5)|z]]
+            Rows by columns.
+        ///
+    """)
+    assert warnings(caplog) == ["lessons/x.md:7: /// quiz: the option marked [x], '40 logits', is not the answer: "
+                                "the answer z = (8, 5) is option 2, '(8, 5)'; mark that one [x]"]
+
+
+def test_an_answer_no_option_binds_and_a_bound_distractor_that_is_also_true(
+        checked_page: None, caplog: pytest.LogCaptureFixture) -> None:
+    render("/// quiz | How many?\n    answer: m\n- [x] [[40|n]]\n    Yes.\n- [ ] 13\n    No.\n///")
+    assert warnings(caplog) == ["lessons/x.md:5: /// quiz: the answer 'm' is bound by no option: write the right "
+                                "option as [[…|m]]"]
+    caplog.clear()
+    PAGE[-1] = PageContext("lessons/x.md", "l_test.py", lambda name: CheckResult(
+        "checks/l_test.py", "ok", values={"n": 40, "m": 40}), line_offset=4)
+    render("/// quiz | How many?\n    answer: n\n- [x] [[40|n]]\n    Yes.\n- [ ] [[40|m]]\n    No.\n///")
+    assert warnings(caplog) == ["lessons/x.md:5: /// quiz: the wrong option '40' also matches the key's value n = 40"]
 
 
 def test_block_lines_skip_fenced_examples_and_count_front_matter(

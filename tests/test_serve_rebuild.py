@@ -132,3 +132,43 @@ def test_compiled_templates_are_never_shared_between_environments_with_other_set
                                  autoescape=jinja2.select_autoescape(["html"]))
     assert chooser.get_template("a.html").render(x="<b>") == "&lt;b&gt;"
     assert len(_TEMPLATES.store) == kept   # autoescape decided per template by a function: never kept
+
+
+def _broken(root: Path) -> tuple[Path, str, str, Path]:
+    """The tiny book with a cache; its first check, as written and broken; the page that shows it."""
+    edit(root, "mkdocs.yml", 'cache_dir: ""', 'cache_dir: ".cache/numbook"')
+    check = root / "checks" / "i1_a01_embedding.py"
+    good = check.read_text(encoding="utf-8")
+    bad = good.replace('d = given("d", 512)\n', 'd = given("d", 512)\nraise RuntimeError("broken")\n')
+    return check, good, bad, root / "site" / "problems" / "I.1.A01" / "index.html"
+
+
+BOX = "check 'checks/i1_a01_embedding.py' raised: RuntimeError: broken"
+
+
+def test_a_dirty_rebuild_shows_a_failure_served_from_the_cache(tmp_path: Path) -> None:
+    """serve keeps the plugin between rebuilds: a page is rebuilt when its check's result is another than the
+    one it was built with, though the check did not run (its failure came from the cache)."""
+    root = copy_tiny(tmp_path)
+    check, good, bad, html = _broken(root)
+    check.write_text(bad, encoding="utf-8")
+    _rebuild(root)                                   # the failure ran, and is cached
+    check.write_text(good, encoding="utf-8")
+    _rebuild(root)
+    assert BOX not in html.read_text(encoding="utf-8")
+    check.write_text(bad, encoding="utf-8")
+    _rebuild(root)
+    assert BOX in html.read_text(encoding="utf-8")
+
+
+def test_a_dirty_rebuild_clears_the_box_when_the_check_is_fixed(tmp_path: Path) -> None:
+    """Reverting a broken check serves its good result from the cache: the page is rebuilt, the box goes."""
+    root = copy_tiny(tmp_path)
+    check, good, bad, html = _broken(root)
+    _rebuild(root)
+    check.write_text(bad, encoding="utf-8")
+    _rebuild(root)
+    assert BOX in html.read_text(encoding="utf-8")
+    check.write_text(good, encoding="utf-8")
+    _rebuild(root)
+    assert BOX not in html.read_text(encoding="utf-8")

@@ -20,19 +20,24 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import standalone
 from .book import Book
+from .components.quiz_source import quiz_faults
 from .config import ConfigError, Layout, load_layout
 from .diagnostics import Diagnostic
 from .frozen import FreezeError, freeze_checks
 from .ledger import diff, format_diff, read_ledger
 from .lint import label_faults, lint_book, orphan_faults, structure_faults
+from .page import read_fields
 from .perturb import format_report, load_report, merge, perturb, report_path, save_report
-from .runner import CheckResult, Progress, Runner, shard
+from .runner import CACHED_ONLY_ENV, CheckResult, Progress, Runner, shard
 from .scaffold import ScaffoldError, scaffold
 from .verify import PageContext, RecordKind, failure_message, verify_page
 
@@ -86,9 +91,14 @@ def check_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progr
         ctx = PageContext(entry.path, entry.check, result, line_offset=entry.offset, root=root,
                           first_line=entry.offset + 1, check_line=entry.lines.get("check", 1),
                           problem=entry.problem, scan_numbers=entry.scan_numbers,
-                          description=entry.description, description_line=entry.lines.get("description", 1))
+                          description=entry.description, description_line=entry.lines.get("description", 1),
+                          fields=read_fields(entry.meta, entry.lines),
+                          last_line=entry.offset + len(entry.body.split("\n")))
         rep = verify_page(entry.body, ctx)
         diags += rep.diagnostics
+        # the quick checks' key rules, read from the Markdown as the build's components read them
+        diags += [Diagnostic(entry.path, entry.offset + line, msg)
+                  for line, msg in quiz_faults(entry.body, rep.records)]
         for check, n in rep.claims.items():
             claims[check] = claims.get(check, 0) + n
         for rec in rep.records:
@@ -97,7 +107,24 @@ def check_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progr
             elif rec.kind == RecordKind.FREE and rec.shown:
                 free[entry.path] = free.get(entry.path, 0) + 1
     diags += orphan_faults(book, runner.checks_dir) + label_faults(book, runner.checks_dir)
+    if layout.run_yourself and layout.execute and only is None:
+        diags += _notebook_faults(book, runner, result)
     return BookReport(list(dict.fromkeys(diags)), results, claims, runner, bound, free)
+
+
+def _notebook_faults(book: Book, runner: Runner, result: Callable[[str], CheckResult]) -> list[Diagnostic]:
+    """The build's run-it-yourself step without its HTML: each problem's notebook runs in its check's sandbox (or
+    comes from the cache the build shares) and must print what its check printed; the files go to a folder that
+    is thrown away."""
+    jobs = []
+    with tempfile.TemporaryDirectory(prefix="numbook-offer-") as tmp:
+        for entry in sorted(book.problems.values(), key=lambda e: e.path):
+            res = result(entry.check) if entry.check else None
+            if res is None or not res.ok or res.frozen:
+                continue   # a failed check is already a fault; a GPU check cannot run on a reader's CPU
+            jobs.append(standalone.Job(entry.path, entry.lines.get("check", 1), entry.pmeta.id, entry.pmeta.title,
+                                       runner.root / res.check, Path(tmp) / entry.pmeta.id, "", res))
+        return standalone.offer_all(jobs, runner, run=not os.environ.get(CACHED_ONLY_ENV))[0]
 
 
 def lint(root: Path) -> list[Diagnostic]:
@@ -141,7 +168,8 @@ def freeze_book(root: Path, *, jobs: int = 1) -> tuple[list[Path], list[str]]:
     layout = load_layout(root)
     runner = Runner(root, layout.checks_dir, None, layout.timeout, jobs, memory=layout.memory)
     written, failed = freeze_checks(runner)
-    return written, [failure_message(res, res.check)[0] or f"{res.check}: {res.status}" for res in failed]
+    return written, [res if isinstance(res, str) else failure_message(res, res.check)[0] or f"{res.check}: {res.status}"
+                     for res in failed]
 
 
 def _records(res: CheckResult) -> str:

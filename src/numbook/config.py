@@ -16,7 +16,7 @@ from pathlib import Path
 from mkdocs.config import load_config
 from mkdocs.exceptions import MkDocsException
 
-from .plugin import NumbookConfig, memory_option
+from .plugin import EXTENSION_MISSING, NumbookConfig, memory_option
 from .result import DEFAULT_CACHE_DIR, DEFAULT_MEMORY, DEFAULT_TIMEOUT
 
 __all__ = ["Layout", "ConfigError", "load_layout"]
@@ -39,6 +39,7 @@ class Layout:
     jobs: int = 0
     execute: bool = True
     memory: int | None = DEFAULT_MEMORY
+    run_yourself: bool = False   # problems offer their check as a notebook, run and compared
 
 
 class _Collect(logging.Handler):
@@ -73,6 +74,8 @@ def load_layout(root: Path) -> Layout:
     plugin = cfg.plugins.get("numbook")
     if plugin is None:
         raise ConfigError(f"{_rel(root, str(cfg_file))}: the numbook plugin is not in 'plugins'")
+    if "numbook" not in cfg.markdown_extensions:   # the build refuses it in the plugin's on_config: so does verify
+        raise ConfigError(f"{_rel(root, str(cfg_file))}: {EXTENSION_MISSING}")
     opts = plugin.config
     assert isinstance(opts, NumbookConfig)
     return Layout(
@@ -85,4 +88,5 @@ def load_layout(root: Path) -> Layout:
         jobs=int(opts.jobs),
         execute=bool(opts.execute),
         memory=memory_option(opts.memory),
+        run_yourself=bool(opts.run_yourself),
     )

@@ -14,7 +14,6 @@ import logging
 import os
 import time
 import xml.etree.ElementTree as etree
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from .frozen import changed_reads
 from .ledger import build_ledger, write_ledger
 from .lint import label_faults, orphan_faults, structure_faults
 from .markdown_ext import check_formatter, check_validator
-from .page import ChapterMeta
+from .page import ChapterMeta, read_fields
 from .perturb import load_report, report_path, stale
 from .render import to_html
 from .result import DEFAULT_CACHE_DIR, DEFAULT_MEMORY, DEFAULT_TIMEOUT, parse_memory
@@ -78,6 +77,10 @@ class NumbookConfig(base.Config):
     (needs nbformat, nbclient and a python3 kernel: the book's dependencies)."""
 
 
+EXTENSION_MISSING = "the numbook plugin needs the 'numbook' Markdown extension in markdown_extensions"
+"""Refused by the build (``on_config``) and by ``numbook verify`` (``numbook.config``) alike."""
+
+
 class NumbookPlugin(BasePlugin[NumbookConfig]):
     """Executable, verified problem pages."""
 
@@ -92,6 +95,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         self.serving = False
         self.dirty = False
         self.session = Session()
+        # the plugin object outlives a rebuild under `mkdocs serve` (it has on_startup): what each check's
+        # result was when the pages were last built, so a dirty rebuild knows whose numbers or faults changed
+        self.built_with: dict[str, tuple[Any, ...]] = {}
 
     # -- configuration -----------------------------------------------------------------------
     def on_startup(self, *, command: str, dirty: bool) -> None:
@@ -105,12 +111,14 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         self.render_key = hashlib.sha256(
             (cfg_file.read_bytes() if cfg_file.is_file() else b"") + __version__.encode()).hexdigest()[:16]
         root = Path(config.config_file_path or ".").resolve().parent
+        if getattr(self, "root", root) != root:
+            self.built_with = {}   # another book in the same process: nothing was built with these results
         self.root = root
         self.runner = Runner(root, os.path.relpath(self.config.checks_dir, root),
                              self.config.cache_dir or None, float(self.config.timeout), self.config.jobs,
                              self.config.execute, memory=memory_option(self.config.memory))
         if "numbook" not in config.markdown_extensions:
-            raise PluginError("the numbook plugin needs the 'numbook' Markdown extension in markdown_extensions")
+            raise PluginError(EXTENSION_MISSING)
         cache = self.runner.cache_dir / "html" if self.runner.cache_dir is not None else None
         # a check's fence (its source and output: a fifth of the site's HTML, none of it searched) is put
         # into the page after Material's search plugin has parsed the page (on_post_page)
@@ -150,9 +158,12 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         return files
 
     def _rebuild_dependents(self, files: Files) -> None:
-        """``mkdocs serve --dirty`` rebuilds the pages whose source changed; a page whose numbers changed
-        because its check (or a check it binds claims to) ran again is rebuilt too."""
-        ran = {name for name, res in self.results.items() if not res.cached and not res.frozen}
+        """``mkdocs serve --dirty`` rebuilds the pages whose source changed; a page whose check (or a check it
+        binds claims to) has another result than when the page was last built is rebuilt too: one that ran
+        again, and one served from the cache (a failure shows its fault box, a fixed check clears it)."""
+        for name in self.built_with:   # a check the pages named only in claims ([[…|other:x]]) is compared too
+            self._result(name)
+        ran = {name for name, res in self.results.items() if self.built_with.get(name) != _identity(res)}
         report = files.get_file_from_path(self.config.report) if self.config.report else None
         if report is not None and report.generated_by == "numbook":   # generated, so always "modified":
             dest = report.abs_dest_path   # rebuilt when a check ran, or when it was never written
@@ -243,6 +254,8 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
                           first_line=entry.offset + 1, check_line=entry.lines.get("check", 1),
                           problem=entry.problem, scan_numbers=entry.scan_numbers,
                           description=entry.description, description_line=entry.lines.get("description", 1),
+                          fields=read_fields(entry.meta, entry.lines),
+                          last_line=entry.offset + len(entry.body.split("\n")),
                           root=self.root)
         if entry.problem:
             page.meta["title"] = f"{entry.pmeta.id} · {entry.pmeta.title}"   # the browser tab shows the ID
@@ -298,6 +311,7 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
 
     def on_post_build(self, *, config: MkDocsConfig) -> None:
         assert self.runner is not None
+        self.built_with = {name: _identity(res) for name, res in self.results.items()}
         self.session.reporter.report(orphan_faults(self.book, self.runner.checks_dir)
                                      + label_faults(self.book, self.runner.checks_dir))
         if self.config.run_yourself and self.config.execute:
@@ -319,7 +333,7 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         assert self.runner is not None
         runner = self.runner
         site_url = (config.site_url or "").rstrip("/")
-        jobs: list[tuple[Entry, Path, Path, str]] = []
+        jobs: list[standalone.Job] = []
         for _, entry in sorted(self.book.problems.items()):
             if not entry.check:
                 continue
@@ -327,30 +341,16 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             if not res.ok or res.frozen:
                 continue   # a failed check is already a fault; a GPU check cannot run on a reader's CPU
             page = File(entry.uri, "", "", config.use_directory_urls)
-            jobs.append((entry, runner.root / res.check, Path(config.site_dir) / Path(page.dest_uri).parent,
-                         f"{site_url}/{page.url}" if site_url else ""))
-        cache = runner.cache_dir / "notebooks" if runner.cache_dir is not None else None
+            jobs.append(standalone.Job(entry.path, entry.lines.get("check", 1), entry.pmeta.id, entry.pmeta.title,
+                                       runner.root / res.check, Path(config.site_dir) / Path(page.dest_uri).parent,
+                                       f"{site_url}/{page.url}" if site_url else "", res))
         may_run = not os.environ.get(CACHED_ONLY_ENV)
         if not may_run:
             log.info(f"numbook: notebooks not in the cache are written without outputs ({CACHED_ONLY_ENV})")
-
-        spent: list[float] = []
-
-        def one(job: tuple[Entry, Path, Path, str]) -> Diagnostic | None:
-            entry, check, dest, url = job
-            try:
-                spent.append(standalone.offer(
-                    check, runner.checks_dir, dest, pid=entry.pmeta.id, title=entry.pmeta.title, page_url=url,
-                    cache=cache, environment=[runner.versions, runner.device, runner.machinery], run=may_run,
-                    timeout=int(self.config.timeout), runner=runner))
-            except standalone.NotebookError as exc:
-                return Diagnostic(entry.path, entry.lines.get("check", 1),
-                                  f"the notebook generated from {runner.rel(check)} raised: {exc}")
-            return None
-
         started = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=runner.jobs or os.cpu_count() or 1) as pool:
-            found = [d for d in pool.map(one, jobs) if d is not None]
+        # each notebook runs in its check's sandbox, and must print what its check printed for the page
+        found, offered = standalone.offer_all(jobs, runner, run=may_run, timeout=int(self.config.timeout))
+        spent = [o.spent for o in offered]
         log.info(f"numbook: {len(jobs)} problems offered as a script and a notebook "
                  f"in {time.perf_counter() - started:.2f} s ({sum(x > 0 for x in spent)} notebooks ran, "
                  f"{sum(spent):.2f} s of notebook run time)")
@@ -418,6 +418,11 @@ def _poll_faster(server: Any, interval: float = 0.1) -> None:
                 server.watch(path)
     except (AttributeError, ImportError, KeyError, TypeError):
         log.debug("numbook: the file watcher keeps MkDocs' polling interval")
+
+
+def _identity(res: CheckResult) -> tuple[Any, ...]:
+    """What tells one result of a check from another: a run, or the cache entry it was served from."""
+    return (res.status, res.key, res.source_hash, res.ran_at, res.elapsed_s, res.stdout, res.stderr, res.frozen)
 
 
 def memory_option(text: str) -> int | None:

@@ -25,14 +25,17 @@ import xml.etree.ElementTree as etree
 from typing import Any
 
 from markdown import Markdown
+from markdown.preprocessors import Preprocessor
 from markdown.treeprocessors import Treeprocessor
 from pymdownx.blocks import BlocksExtension, BlocksProcessor
 from pymdownx.blocks.block import Block
 
+from ..markdown_ext import extension_of
 from ._base import LOCATOR
 from ._common import Locator, warn
 from .lesson_nav import LessonNav
 from .quiz import Quiz
+from .quiz_source import quiz_faults
 from .shape_debugger import ShapeDebugger
 from .your_turn import Hint, ModelAnswer, YourTurn
 
@@ -62,12 +65,31 @@ class _Audit(Treeprocessor):
                      f"(a header that is not 'key: value' lines?); starts at line(s) {where}")
 
 
+class _QuizKeys(Preprocessor):
+    """The quick checks' rules that the Markdown shows (``quiz_source.py``), as ``numbook verify`` applies them.
+
+    It runs after the claim preprocessor, on the text the claims were verified in and with their records
+    (the values the options are bound to); without the numbook extension, on the lines as they are.
+    """
+
+    def run(self, lines: list[str]) -> list[str]:
+        if getattr(self.md, "_original_md", None) is not None:
+            return lines   # markdown-exec's inner conversion of already rendered text
+        ext = extension_of(self.md)
+        rep = ext.last_report if ext is not None and ext.context(self.md) is not None else None
+        text, records = (rep.text, rep.records) if rep is not None else ("\n".join(lines), [])
+        for line, message in quiz_faults(text, records):
+            warn(self.md, line, message)
+        return lines
+
+
 class ComponentsExtension(BlocksExtension):  # type: ignore[misc]  # pymdownx is untyped
     """Registers the component blocks, the line locator and the audit."""
 
     def extendMarkdownBlocks(self, md: Markdown, block_mgr: BlocksProcessor) -> None:  # noqa: N802
         locator = Locator(md, {b.NAME for b in BLOCKS})
         md.preprocessors.register(locator, LOCATOR, 28)  # before fences are stashed (25)
+        md.preprocessors.register(_QuizKeys(md), "numbook_quiz_keys", 27)   # after the claims (29)
         md.treeprocessors.register(_Audit(md, locator), "numbook_components_audit", 19)
         for block in BLOCKS:
             block_mgr.register(block, {})

@@ -11,7 +11,15 @@ Text before the list is extra prompt (Markdown). The list of options is the bloc
 list; every item starts with ``[ ]`` or ``[x]``, its first line is the option and the indented
 lines under it are the explanation shown when the reader picks it. Exactly one option is
 marked ``[x]``. A right answer that is a computed fact is written as a claim, so the key is
-verified against the check like any number in the prose.
+verified against the check like any number in the prose, and named in the header as
+``answer: name``, so the ``[x]`` is tied to the check's value: moved to another option, it fails.
+
+    /// quiz | If `X` has shape (8, 3) and `W` has shape (3, 5), what shape does `X @ W` have?
+        answer: xw_shape
+
+The key rules (the count of ``[x]``, the answer, a wrong option that is also true) are read from
+the Markdown (``quiz_source.py``), so ``numbook verify`` reports them too; this block reports what
+only the parsed block shows.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import xml.etree.ElementTree as etree
 
 from ._base import ComponentBlock, type_id, type_text
 from ._common import sub
-from .keys import check_key, hide_claim_titles
+from .keys import hide_claim_titles
 
 __all__ = ["Quiz"]
 
@@ -61,12 +69,11 @@ class Quiz(ComponentBlock):
     OPTIONS = {
         "id": ("", type_id),
         "label": ("Quick check", type_text),
+        "answer": ("", type_text),   # the value the key binds (read and checked in quiz_source.py)
     }
 
     def on_validate(self, parent: etree.Element) -> bool:
-        if not (self.argument or "").strip():
-            self.warn("a quick check needs its question after '|': /// quiz | What shape is X @ W?")
-        return True
+        return True   # the question, like every rule the Markdown shows, is checked in quiz_source.py
 
     def on_create(self, parent: etree.Element) -> etree.Element:
         self.qid = self.unique_id("nb-" + (self.options["id"] or f"quiz-{self.ordinal}"))
@@ -89,12 +96,7 @@ class Quiz(ComponentBlock):
         if not len(self.prompt) and not (self.prompt.text or "").strip():
             block.remove(self.prompt)
 
-        opts = [o for o in options if o is not None]
-        right = sum(o.correct for o in opts)
-        if right != 1:
-            self.warn(f"{right} options are marked correct; mark exactly one with '[x]'")
-        if len(opts) < 2:
-            self.warn("a quick check needs at least two options")
+        opts = [o for o in options if o is not None]   # their count and key: quiz_source.py
 
         group = sub(block, "div", class_="nb-quiz__group", role="group", aria_labelledby=f"{self.qid}-q")
         ul = sub(group, "ul", class_="nb-quiz__options")
@@ -113,9 +115,7 @@ class Quiz(ComponentBlock):
         self.options_seen = opts
 
     def on_inline_end(self, block: etree.Element) -> None:
-        """Once claims are rendered, test the key (``keys.py``), then hide the claims' tooltips."""
-        for message in check_key(self.md, block):
-            self.warn(message)
+        """Once claims are rendered, hide their tooltips in the options (``keys.py``)."""
         for label in block.iter("span"):
             if label.get("class") == "nb-quiz__text":
                 hide_claim_titles(self.md, label)

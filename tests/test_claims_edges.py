@@ -74,3 +74,20 @@ def test_a_tolerance_applies_to_every_kind_up_to_its_edge(text: str, tol: str, v
     lit = parse_literal(text, parse_tolerance(tol))
     assert lit.matches(value) is passes
     assert lit.describe().startswith("within ± ")
+
+
+def test_list_ordinals_follow_python_markdowns_lists() -> None:
+    from numbook.structure import list_ordinals, walk
+    text = "Intro\n2048. tokens\n\n1. one\n2. two\n   lazy\n3. three\n\nPara\n5. not\n\n## H\n6. yes"
+    assert sorted(list_ordinals(walk(text))) == [3, 4, 6, 12]
+
+
+@pytest.mark.parametrize(("name", "unit"), [
+    ("fp32_mb", "MB"), ("step_s", "s"), ("req_per_s", "req/s"), ("capacity_req_s", "req/s"),
+    ("tok_per_s", "tokens/s"), ("kv_bytes_per_token", "B"), ("achieved_tbs", "TB/s"), ("q_gflops", "GFLOP"),
+    ("elem", None), ("tok_s_ceiling", None),
+])
+def test_the_unit_a_value_name_implies(name: str, unit: str | None) -> None:
+    from numbook.units import name_unit
+    found = name_unit(name)
+    assert (found.symbol if found else None) == unit

@@ -18,7 +18,8 @@ from numbook.result import CheckResult
 from numbook.verify import PageContext, verify_page
 
 RESULT = CheckResult("checks/demo.py", "ok", values={"masked": 3.62, "plain": 3.08, "n": 3},
-                     sanity={"masked_larger": {"ok": True, "message": "masked > plain", "operands": [3.62, 3.08]}})
+                     sanity={"masked_larger": {"ok": True, "message": "masked > plain", "operands": [3.62, 3.08],
+                                                       "relation": ["larger"]}})
 
 
 def faults(text: str) -> list[str]:
@@ -99,7 +100,7 @@ def test_a_measured_value_is_left_out_so_noise_cannot_pass_an_input_as_live(tmp_
         N = given("N", 8)
         t0 = time.perf_counter()
         sum(range(N * 1000))
-        value("seconds", time.perf_counter() - t0, measured="timed on this machine")
+        value("seconds", time.perf_counter() - t0, unit="s", measured="timed on this machine")
         """, "A sum over [[8|N]] thousand numbers took [[< 10|seconds]] seconds.\n")
     proc = _verify(root, "--perturb")
     rows = {tuple(line.split()[:6]) for line in proc.stdout.splitlines() if line.startswith("checks/c.py  ")}

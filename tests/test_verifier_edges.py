@@ -222,3 +222,104 @@ def test_a_description_may_only_repeat_numbers_the_page_binds_or_marks_free(desc
     if faults == ["[["]:
         assert found[0].message.startswith("the description holds a marker ('[['): it is published as written")
     assert all(d.line == 5 for d in found)
+
+
+# -- issue 26, holes 5 and 6: units, and every place a reader reads ------------------------------------------
+UNITS = CheckResult("checks/demo.py", "ok", values={
+    "step_ms": 12.5, "elems": 4, "frac": 0.15, "pct": 15.0, "cache_mib": 512.0, "tflops_peak": 989.0},
+    units={"pct": "%", "frac": "fraction", "tflops_peak": "TFLOP/s"})
+
+
+def unit_faults(text: str) -> list[str]:
+    context = PageContext("problems/X.md", "demo.py", lambda name: UNITS, check_line=4)
+    return [str(d) for d in verify_page(text, context).diagnostics]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[[12.5|step_ms]] s", "claim 'step_ms' is written in s, but checks/demo.py computed it in ms: 12.5 ms = 0.0125 s"),
+    ("[[12.5|step_ms]] seconds", "claim 'step_ms' is written in s, but checks/demo.py computed it in ms: 12.5 ms = "
+                                 "0.0125 s"),
+    ("[[512|cache_mib]] megabytes", "claim 'cache_mib' is written in MB, but checks/demo.py computed it in MiB: "
+                                    "512.0 MiB = 536.870912 MB"),
+    ("[[4|elems]] GiB", "claim 'elems' is followed by the unit 'GiB', but checks/demo.py records no unit for it: "
+                        "record the unit it is computed in (value(\"elems\", x, unit=\"GiB\") or given(…, unit=…)), "
+                        "so that a wrong unit on the page fails"),
+    ("[[0.15|frac]] %", "claim 'frac' is followed by '%', so the reader reads 0.15%, but checks/demo.py recorded it "
+                        "as a fraction: 0.15 is 15.0%; write the percentage inside the literal ([[15.0%|frac]] "
+                        "compares 100 × the value), or record the value in percent (unit=\"%\")"),
+    ("[[0.15|frac]] percent", "claim 'frac' is followed by 'percent', so the reader reads 0.15%, but checks/demo.py "
+                              "recorded it as a fraction: 0.15 is 15.0%; write the percentage inside the literal "
+                              "([[15.0%|frac]] compares 100 × the value), or record the value in percent (unit=\"%\")"),
+    ("[[989|tflops_peak]] TFLOP", "claim 'tflops_peak' is written in TFLOP, but checks/demo.py computed it in TFLOP/s"),
+])
+def test_a_unit_after_a_claim_is_read_in_symbols_and_words_and_must_be_the_values(text: str, message: str) -> None:
+    assert unit_faults(text) == [f"problems/X.md:1: {message}"]
+
+
+@pytest.mark.parametrize("text", [
+    "[[12.5|step_ms]] ms", "[[12.5|step_ms]] milliseconds", "[[15|pct]] %", "[[15|pct]] percent",
+    "[[15%|frac]] of it", "[[989|tflops_peak]] TFLOP/s", "[[4|elems]] elements", "$[[4|elems]]\\,B$",
+])
+def test_the_right_unit_or_no_unit_word_passes(text: str) -> None:
+    assert unit_faults(text) == []
+
+
+def scanned(text: str, **kw: object) -> list[str]:
+    context = PageContext("problems/X.md", "demo.py", lambda name: RESULTS[name], scan_numbers=True,
+                          **kw)  # type: ignore[arg-type]
+    return [str(d) for d in verify_page(text, context).diagnostics if "number" in d.message]
+
+
+@pytest.mark.parametrize(("text", "number"), [
+    ("## Step 2 — 48 layers", "48"),                       # a heading
+    ("It takes 262MB.", "262"),                           # a unit glued to the digits
+    ("It takes _262.2_ MB.", "262.2"),                    # emphasis
+    ("It takes *262.2* MB.", "262.2"),
+    ("The cache holds\n2048. tokens of context", "2048"),  # a paragraph is not interrupted by a list
+    ("Take sequence 513 of them.", "513"),                # "sequence" names nothing: 513 may be a length
+    ("About 10¹¹ FLOPs.", "10¹¹"),                        # a superscript power
+    ("A share of .85 of it.", ".85"),                     # a leading decimal point
+    ("$x = 2^{15}$", "15"),                               # a power that defines no unit
+    ("$y = \\frac{3}{4}$", "3"),                          # the numbers inside \frac
+    ("See [the 7 rows](x.md \"all 9 of them\")", "7"),    # link text and its title
+])
+def test_every_place_a_reader_reads_is_scanned(text: str, number: str) -> None:
+    assert any(f"unbound number '{number}'" in e for e in scanned(text)), scanned(text)
+
+
+@pytest.mark.parametrize("text", [
+    "1. one\n2. two\n3. three", "Intro.\n\n12. twelve\n13. thirteen", "MB are 10⁶ bytes, MiB 2²⁰.",
+    "$10^{6}$ and $2^{30}$", "Llama 3 8B and GPT-2 in fp32", "Step 3 of 9", "x_1 and $t_{2}$",
+])
+def test_list_ordinals_unit_powers_and_names_are_not_quantities(text: str) -> None:
+    assert scanned(text) == []
+
+
+def test_a_number_in_a_power_suggests_a_literal_the_parser_reads() -> None:
+    assert scanned("About 10¹¹ and .85.") == [
+        "problems/X.md:1: unbound number '10¹¹': bind it with [[1e11|name]] or mark it [[1e11|free]]",
+        "problems/X.md:1: unbound number '.85': bind it with [[0.85|name]] or mark it [[0.85|free]]"]
+
+
+def test_title_and_conventions_are_scanned_at_their_own_lines() -> None:
+    fields = {"title": (3, "The 48 layers"), "conventions": (7, "MB are 10⁶ bytes; 262.1 MB is the budget")}
+    found = scanned("Body [[262.1|fp32_mb]] MB.", fields=fields)
+    assert found == ["problems/X.md:3: number '48' in the front matter's 'title' repeats no verified claim or free "
+                     "number of this page: it is published as written and cannot be bound, so it must repeat a number "
+                     "the prose binds ([[48|name]]) or marks free ([[48|free]]), or leave it out"]
+
+
+def test_the_frame_a_build_puts_around_a_page_is_not_scanned() -> None:
+    page = "# I.4.B07 · 48 layers\n\nBody text.\n\n## Draws on\n\n- [I.1.A01 · 16 bytes](x.md)\n"
+    # the build's H1 stands 2 lines before the body (file line 5), and Draws on past its last line (6)
+    assert scanned(page, line_offset=2, first_line=5, last_line=6) == []
+    assert scanned(page, line_offset=2) != []
+
+
+def test_a_description_number_must_repeat_a_claim_of_the_same_unit() -> None:
+    page = "[[262.1|fp32_mb]] MB"
+    assert scanned(page, description="262.1 MB") == []
+    assert scanned(page, description="262.1 GB") == [
+        "problems/X.md:1: number '262.1' GB in the description repeats no verified claim or free number of this "
+        "page: a description cannot be bound, so each of its numbers must repeat one the prose binds "
+        "([[262.1|name]]) or marks free ([[262.1|free]]), or leave it out"]

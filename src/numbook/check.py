@@ -16,7 +16,13 @@ Names are unique per check. Values are numbers (int, float, bool), strings, or s
 converted with ``.item()``.
 
 A check that needs a GPU says so in a header comment the runner reads before running it:
-``# numbook: requires=cuda, timeout=300``.
+``# numbook: requires=cuda, timeout=300``. What it times or reads off the GPU goes through
+``measurement()``; everything derived from those numbers (bandwidths, ratios, sanities) is plain
+code after them, so that a build without a GPU can derive it again from the frozen measurements:
+
+    step_s = measurement("step_s", lambda: time_one_step(), unit="s")   # only this runs on the GPU
+    tbs = value("achieved_tbs", nbytes / step_s / 1e12, unit="TB/s", measured="one decode step")
+    sanity("below_peak", tbs < PEAK_TBS, "no step moves its bytes faster than the datasheet allows")
 """
 
 from __future__ import annotations
@@ -27,16 +33,21 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable
 from typing import Any, TypeVar
 
-__all__ = ["given", "value", "sanity", "figure", "fact", "SanityError", "FactError", "RESULT_ENV", "PERTURB_ENV",
-           "FACTS_ENV"]
+__all__ = ["given", "value", "sanity", "figure", "fact", "measurement", "replaying", "SanityError", "FactError",
+           "MeasurementError", "RESULT_ENV", "PERTURB_ENV", "FACTS_ENV", "MEASUREMENTS_ENV"]
 
 RESULT_ENV = "NUMBOOK_RESULT"
 PERTURB_ENV = "NUMBOOK_PERTURB"
 """``numbook verify --perturb`` names one input here: ``given()`` returns it nudged (×1.01, or +1 for a count)."""
 FACTS_ENV = "NUMBOOK_FACTS"
 """The book's facts file (``checks/facts.yml``), where ``fact()`` reads numbers taken from outside."""
+MEASUREMENTS_ENV = "NUMBOOK_MEASUREMENTS"
+"""Set by the runner when a build without a usable GPU replays a ``requires=cuda`` check: a JSON file of the
+frozen measurements (``{"file": "checks/frozen/x.json", "measurements": {name: {"value": ...}}}``) that
+``measurement()`` returns instead of measuring."""
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = {"free", "sanity"}
 
@@ -54,7 +65,9 @@ _state: dict[str, Any] = {
     "fixed": {},
     "measured": {},
     "nudges": {},
+    "measurements": {},
 }
+_replay: dict[str, Any] = {}
 
 
 class FactError(LookupError):
@@ -63,6 +76,10 @@ class FactError(LookupError):
 
 class SanityError(AssertionError):
     """A sanity assertion of a check did not hold."""
+
+
+class MeasurementError(LookupError):
+    """A replayed check asked for a measurement its frozen file does not hold."""
 
 
 def _caller_line(depth: int = 2) -> int:
@@ -204,12 +221,16 @@ def value(name: str, x: T, *, unit: str | None = None, dtype: str | None = None,
     return x
 
 
-def sanity(name: str, condition: Any, message: str = "", *, operands: tuple[Any, Any] | None = None) -> None:
+def sanity(name: str, condition: Any, message: str = "", *, operands: tuple[Any, Any] | None = None,
+           relation: str | tuple[str, ...] | None = None) -> None:
     """Assert a sanity property; a false condition stops the check with a SanityError.
 
     A sanity that backs a relation sentence ("the masked mean is larger than the plain mean")
     passes the two sides, each computed by its own route, as ``operands=(left, right)``: the page
-    shows them beside what was asserted.
+    shows them beside what was asserted. ``relation`` declares, in the words of the author guide's
+    relation grammar, what the condition asserts ("larger", "at most", "does not grow", "twice",
+    "not"; a tuple for several): the verifier requires the sentence that cites this sanity to say the
+    same, negation included, and tests a comparison on the operands where both are numbers.
     """
     if not _NAME.match(name):
         raise ValueError(f"invalid sanity name {name!r}")
@@ -220,10 +241,71 @@ def sanity(name: str, condition: Any, message: str = "", *, operands: tuple[Any,
     if operands is not None:
         left, right = operands
         entry["operands"] = [_plain(left), _plain(right)]
+    if relation is not None:
+        rels = (relation,) if isinstance(relation, str) else tuple(relation)
+        if not rels or not all(isinstance(r, str) and r.strip() for r in rels):
+            raise ValueError(f"sanity {name!r}: relation must be a non-empty text or a tuple of them, not {relation!r}")
+        entry["relation"] = list(rels)
     _state["sanity"][name] = entry
     _state["lines"][name] = _caller_line()
     if not ok:
         raise SanityError(f"sanity '{name}' failed" + (f": {message}" if message else ""))
+
+
+def _json(x: Any) -> Any:
+    """A measurement as JSON holds it: numbers, texts, flags, None, and lists and text-keyed dicts of them."""
+    if x is None or isinstance(x, bool | int | float | str):
+        return x
+    if isinstance(x, dict):
+        if not all(isinstance(k, str) for k in x):
+            raise TypeError(f"cannot record a measurement dict with keys that are not texts: {x!r}")
+        return {k: _json(v) for k, v in x.items()}
+    if isinstance(x, tuple | list):
+        return [_json(v) for v in x]
+    return _plain(x)
+
+
+def replaying() -> bool:
+    """True where this run derives a GPU check's values from frozen measurements, on a build with no GPU:
+    ``measurement()`` returns the frozen numbers, and code that needs the GPU itself must not run."""
+    return bool(os.environ.get(MEASUREMENTS_ENV))
+
+
+def _frozen() -> dict[str, Any]:
+    if not _replay:
+        with open(os.environ[MEASUREMENTS_ENV], encoding="utf-8") as fh:
+            _replay.update(json.load(fh))
+    return _replay
+
+
+def measurement(name: str, fn: Callable[[], Any], *, unit: str | None = None) -> Any:
+    """A raw measurement of a GPU check (a time, a device's name, an error read off the GPU); returns it.
+
+    On a GPU run it calls ``fn()`` and records its result (a number, a text, or lists and text-keyed
+    dicts of them: a tuple comes back as a list), which ``numbook freeze`` writes to the check's frozen
+    file. Where a build has no GPU, the runner replays the check on its CPU with that file: here
+    ``measurement()`` returns the frozen value and does not call ``fn``, and every value, sanity and
+    figure after it is computed again on this build. ``unit`` documents the number in the frozen file.
+    """
+    if not _NAME.match(name) or name in _RESERVED:
+        raise ValueError(f"invalid measurement name {name!r}: use a Python identifier, not 'free' or 'sanity'")
+    if name in _state["measurements"]:
+        raise ValueError(f"measurement name {name!r} is recorded twice")
+    if replaying():
+        frozen = _frozen()
+        held = frozen.get("measurements", {})
+        if name not in held:
+            raise MeasurementError(f"measurement {name!r} is not in the frozen measurements of {frozen.get('file')} "
+                                   f"(it holds {', '.join(sorted(held)) or 'none'}): refresh them with `nox -s freeze` "
+                                   "on a GPU machine")
+        x = held[name]["value"]
+    else:
+        x = _json(fn())
+    entry: dict[str, Any] = {"value": x}
+    if unit:
+        entry["unit"] = unit
+    _state["measurements"][name] = entry
+    return x
 
 
 def figure(name: str, fig: Any, caption: str) -> None:
@@ -263,6 +345,7 @@ def _write_result() -> None:
         "fixed": _state["fixed"],
         "measured": _state["measured"],
         "nudges": _state["nudges"],
+        "measurements": _state["measurements"],
         "cpu_s": time.process_time(),  # CPU seconds of this process, all threads: steadier than wall time
     }
     with open(path, "w", encoding="utf-8") as fh:

@@ -14,7 +14,7 @@ from mkdocs.config import config_options as c
 from .diagnostics import Diagnostic
 from .structure import FRONT_MATTER
 
-__all__ = ["PageMeta", "ProblemMeta", "split_front_matter", "read_meta", "PROBLEM_ID", "SECTIONS"]
+__all__ = ["PageMeta", "ProblemMeta", "split_front_matter", "read_meta", "read_fields", "PROBLEM_ID", "SECTIONS"]
 
 PROBLEM_ID = re.compile(r"^(?P<part>[IVX]+)\.(?P<chapter>\d+)\.(?P<series>[A-Z])(?P<number>\d{2})$")
 CHAPTER_ID = re.compile(r"^[IVX]+\.\d+$")
@@ -163,3 +163,18 @@ def read_meta(fm: FrontMatter, path: str) -> tuple[base.Config | None, list[Diag
                                 f"front matter 'chapter': '{schema.chapter}' is not a chapter ID like I.4"))
     del extra
     return (None if diags else schema), diags
+
+
+READ_FIELDS = ("title", "conventions")
+"""Front matter the reader reads on the page (the description is published too, and checked apart)."""
+
+
+def read_fields(meta: Any, lines: dict[str, int]) -> dict[str, tuple[int, str]]:
+    """The front matter's ``title`` and ``conventions``, each with the file line it stands on: the verifier scans
+    their numbers where the reader reads them (a build shows them above the page), and reports them there."""
+    out: dict[str, tuple[int, str]] = {}
+    for key in READ_FIELDS:
+        text = meta.get(key) if meta is not None else None
+        if isinstance(text, str) and text:
+            out[key] = (lines.get(key, 1), text)
+    return out

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 __all__ = ["Line", "walk", "code_spans", "paragraph_code_spans", "math_ranges", "inside", "h2", "heading",
-           "FRONT_MATTER", "check_file_name"]
+           "FRONT_MATTER", "check_file_name", "list_ordinals"]
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 """The one front-matter rule (MkDocs' own: ``mkdocs.utils.meta``)."""
@@ -115,6 +115,39 @@ def _lines(text: str) -> Iterator[Line]:
             containers.append(len(cm.group("indent")) + 4)
         blank_before = False
         yield Line(idx, line, False)
+
+
+_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+\S")
+_ORDERED_ITEM = re.compile(r"^[ \t]*\d+[.)][ \t]")
+
+
+def list_ordinals(lines: list[Line] | tuple[Line, ...]) -> set[int]:
+    """Indices of the lines whose leading number is an ordered list's marker, as Python-Markdown reads a list.
+
+    A list starts only where a block starts (at the top, after a blank line, a heading or code): a line
+    ``2048. tokens`` inside a paragraph does not interrupt it, and the reader reads 2048. Once a list is open,
+    each item line that follows it (after its lazy continuation lines or a blank line) is an item too, until
+    a line at the list's indent that is no item closes it. The marker's number is no quantity: the list
+    numbers its items itself."""
+    out: set[int] = set()
+    block_start, in_list = True, False
+    for ln in lines:
+        text = ln.text
+        if ln.code:
+            block_start = True
+            continue
+        if not text.strip():
+            block_start = True
+            continue
+        item = _LIST_ITEM.match(text)
+        if item and (block_start or in_list):
+            in_list = True
+            if _ORDERED_ITEM.match(text):
+                out.add(ln.index)
+        elif block_start and _indent(text) == 0:
+            in_list = False
+        block_start = heading(text) is not None
+    return out
 
 
 def code_spans(line: str) -> list[tuple[int, int]]:

@@ -83,7 +83,7 @@ value("req_per_s", m.request_throughput(trace))
 value("tok_per_s", m.token_throughput(trace))
 good = [r.request_id for r in trace if m.meets_slo(r, SLO_TTFT_MS * MS, SLO_TPOT_MS * MS)]
 value("n_good", len(good))
-value("goodput", m.goodput(trace, SLO_TTFT_MS * MS, SLO_TPOT_MS * MS))
+value("goodput", m.goodput(trace, SLO_TTFT_MS * MS, SLO_TPOT_MS * MS), unit="req/s")
 value("attainment", m.slo_attainment(trace, SLO_TTFT_MS * MS, SLO_TPOT_MS * MS))
 print(f"\nspan {span:.0f} ms: {m.request_throughput(trace):.2f} req/s, {m.token_throughput(trace):.2f} tok/s")
 print(
@@ -163,7 +163,7 @@ sanity("first_moves_r4", m.tpot_with_first(r4) > m.tpot(r4), operands=(m.tpot_wi
 sanity(
     "chunk_itl_rises",
     scores["chunk"]["itl"]["mean"] > scores["book"]["itl"]["mean"],
-    operands=(scores["chunk"]["itl"]["mean"], scores["book"]["itl"]["mean"]),
+    operands=(scores["chunk"]["itl"]["mean"], scores["book"]["itl"]["mean"]), relation="grows",
 )
 print(f"\nthe largest 'mean TPOT' is {max(tpot_means) / min(tpot_means):.2f}x the smallest, on one trace")
 
@@ -179,13 +179,13 @@ sanity(
     "burst_is_queueing",
     sum(burst_ttft) / len(burst_ttft) > PREFILL_MS,
     "the mean TTFT exceeds every prefill: the rest is the queue",
-    operands=(sum(burst_ttft) / len(burst_ttft), PREFILL_MS),
+    operands=(sum(burst_ttft) / len(burst_ttft), PREFILL_MS), relation="at most",
 )
 
 sanity(
     "tpot_excludes_short",
     scores["book"]["tpot_excluded"] == 2,
-    "R2 (one token) and R5 (none) have no TPOT under the book's convention",
+    "R2 (one token) and R5 (none) have no TPOT under the book's convention", relation="larger",
 )
 sanity(
     "with_first_keeps_one_token",
@@ -195,11 +195,12 @@ sanity(
 sanity(
     "token_mean_is_itl_mean",
     abs(tok_w - scores["book"]["itl"]["mean"] / MS) < 1e-9,
-    "the token-weighted TPOT mean is the mean of the per-token ITLs",
+    "the token-weighted TPOT mean is the mean of the per-token ITLs", relation="equal",
 )
 sanity(
     "nearest_is_a_sample",
     all(scores["nearest"]["ttft"][f"p{q}"] in ttfts for q in (50, 95, 99)),
     "nearest-rank percentiles are always values of the sample",
 )
-sanity("goodput_le_throughput", m.goodput(trace, SLO_TTFT_MS * MS, SLO_TPOT_MS * MS) <= m.request_throughput(trace))
+sanity("goodput_le_throughput", m.goodput(trace, SLO_TTFT_MS * MS, SLO_TPOT_MS * MS) <= m.request_throughput(trace),
+       relation="at most")

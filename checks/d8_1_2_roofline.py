@@ -51,17 +51,17 @@ value("heads", cfg.heads, fixed=LAYOUT)
 value("kv_heads", cfg.n_kv_heads, fixed=LAYOUT)
 value("head_dim", cfg.head_dim)
 value("d_ff", cfg.d_ff)
-mm = value("matmul_params", matmul_params(cfg))
+mm = value("matmul_params", matmul_params(cfg), unit="FLOP")
 value("matmul_params_m", mm / 1e6)
 value("params_m", param_count(cfg) / 1e6)
 W = value("weights_mb", weight_bytes(cfg, DT) / 1e6)
 kvb = value("kv_bytes_per_token", kv_bytes_per_token(cfg, DT))
 value("kv_kib_per_token", kvb / 2**10)
 
-PEAK_TFLOPS = given("peak_tflops", 989)
+PEAK_TFLOPS = given("peak_tflops", 989, unit="TFLOP/s")
 BW_TBS = given("bw_tbs", 3.35)
 peak, bw = PEAK_TFLOPS * 1e12, BW_TBS * 1e12
-ridge = value("ridge", ridge_point(peak, bw))
+ridge = value("ridge", ridge_point(peak, bw), unit="FLOP/B")
 print(
     f"model: {cfg.layers} layers, d_model {cfg.d_model}, {cfg.heads} heads ({cfg.n_kv_heads} KV), "
     f"vocab {cfg.vocab}: {param_count(cfg) / 1e6:.1f} M parameters, {W:.1f} MB in bf16"
@@ -80,7 +80,7 @@ value("dec1_mb", one.bytes / 1e6)
 
 value("dec1_below_ridge", round(ridge / one.intensity))
 tpot_floor = value("tpot_floor_us", tpot_lower_bound(cfg, DT, batch=1, context=L, bandwidth=bw) * 1e6)
-value("tok_s_ceiling", round(1e6 / tpot_floor))
+value("tok_s_ceiling", round(1e6 / tpot_floor), unit="tokens/s")
 print(
     f"decode, B=1, L={L}: {one.flops / 1e6:.1f} MFLOP, {one.bytes / 1e6:.1f} MB, "
     f"{one.intensity:.2f} FLOP/B; TPOT >= {tpot_floor:.1f} us"
@@ -95,7 +95,7 @@ for b in (1, 8, 64, 256):
         f"{b:>4} {c.flops / 1e9:8.2f} {c.bytes / 1e6:8.1f} {c.intensity:7.2f} {t * 1e6:9.1f} {b / t:12,.0f} "
         f"{kv_share:9.1%}"
     )
-    value(f"dec{b}_intensity", c.intensity)
+    value(f"dec{b}_intensity", c.intensity, unit="FLOP/B")
     value(f"dec{b}_bound_us", t * 1e6)
     value(f"dec{b}_tok_s", round(b / t))
     value(f"dec{b}_batch", b, fixed="a row of the table: the batch sizes it tabulates")
@@ -104,7 +104,7 @@ for b in (1, 8, 64, 256):
 # the asymptote: per-sequence FLOPs over per-sequence bytes
 per_seq = decode_cost(cfg, DT, batch=2, context=L)
 f1, m1 = per_seq.flops - one.flops, per_seq.bytes - one.bytes
-value("asymptote", f1 / m1)
+value("asymptote", f1 / m1, unit="FLOP/B")
 crit = {}
 for ctx in (32, 64, 128, 512):
     crit[ctx] = critical_decode_batch(cfg, DT, context=ctx, peak_flops=peak, bandwidth=bw)
@@ -123,21 +123,24 @@ sanity(
     decode_cost(cfg, DT, batch=64, context=L).bytes < 2 * 64 * L * kvb,
     "at B = 64 the KV reads are more than half the bytes",
     operands=(64 * L * kvb / decode_cost(cfg, DT, batch=64, context=L).bytes, 0.5),
+       relation=("grows", "larger", "half"),
 )
 no_batch_from = next(
     ctx for ctx in range(1, 1025) if critical_decode_batch(cfg, DT, context=ctx, peak_flops=peak, bandwidth=bw) is None
 )
 value("ctx_none_from", no_batch_from)
-sanity("crit_grows_with_context", crit[32] < crit[64] and crit[128] is None, operands=(crit[32], crit[64]))
+sanity("crit_grows_with_context", crit[32] < crit[64] and crit[128] is None, operands=(crit[32], crit[64]),
+       relation="smallest")
 terms = decode_terms(cfg, DT, context=L, peak_flops=peak, bandwidth=bw)
 value("terms_weights_us", terms.weights_s * 1e6)
 value("terms_per_seq_us", terms.bytes_per_seq_s * 1e6)
 value("terms_per_seq_flops_us", terms.flops_per_seq_s * 1e6)
 value("terms_ratio", terms.per_seq_ratio)
 w_i1, att_i = part_intensities(cfg, DT, batch=1, context=L)
-value("attn_intensity", att_i, fixed="attention reads each cached key and value once per query: its FLOP/B does "
+value("attn_intensity", att_i, unit="FLOP/B",
+      fixed="attention reads each cached key and value once per query: its FLOP/B does "
       "not depend on the batch, the context or the model's size")
-value("weights_intensity_1", w_i1, fixed="at one sequence each bf16 weight (2 bytes) takes part in one "
+value("weights_intensity_1", w_i1, unit="FLOP/B", fixed="at one sequence each bf16 weight (2 bytes) takes part in one "
       "multiply-add (2 FLOPs): 1 FLOP/B whatever the model's size")
 cross = next(b for b in range(1, 10_000) if part_intensities(cfg, DT, batch=b, context=L)[0] >= ridge)
 value("weights_cross_batch", cross)
@@ -146,7 +149,7 @@ sanity(
     "weights_cross_there",
     w_before < ridge <= part_intensities(cfg, DT, batch=cross, context=L)[0],
     "the weight matmuls' intensity grows with the batch and crosses the ridge there",
-    operands=(w_before, ridge),
+    operands=(w_before, ridge), relation="grows",
 )
 att_big = part_intensities(cfg, DT, batch=cross, context=L)[1]
 sanity(
@@ -166,7 +169,7 @@ T = given("prompt_len", 512)
 pre = prefill_cost(cfg, DT, prompt_len=T)
 value("pre_gflops", pre.flops / 1e9)
 value("pre_mb", pre.bytes / 1e6)
-value("pre_intensity", round(pre.intensity))
+value("pre_intensity", round(pre.intensity), unit="FLOP/B")
 pre_t = step_time_bound(pre, peak, bw)
 value("pre_bound_us", pre_t * 1e6)
 value("pre_over_decode", pre_t / step_time_bound(one, peak, bw))
@@ -176,7 +179,7 @@ below = prefill_cost(cfg, DT, prompt_len=t_cross - 1).intensity
 sanity(
     "prefill_crosses_there",
     below < ridge <= prefill_cost(cfg, DT, prompt_len=t_cross).intensity,
-    operands=(below, ridge),
+    operands=(below, ridge), relation="smaller",
 )
 print(
     f"\nprefill, T={T}: {pre.flops / 1e9:.1f} GFLOP, {pre.bytes / 1e6:.1f} MB, {pre.intensity:.0f} FLOP/B, "
@@ -184,16 +187,18 @@ print(
 )
 print(f"prefill is compute bound from T = {t_cross} tokens")
 
-sanity("decode_memory_bound", one.intensity < ridge, "a batch-1 decode step is far below the ridge")
+sanity("decode_memory_bound", one.intensity < ridge, "a batch-1 decode step is far below the ridge",
+       operands=(one.intensity, ridge), relation=("smaller", "larger"))
 sanity(
     "intensity_rises_with_batch",
     all(
         decode_cost(cfg, DT, batch=b + 1, context=L).intensity > decode_cost(cfg, DT, batch=b, context=L).intensity
         for b in range(1, 300)
-    ),
+    ), relation="grows",
 )
-sanity("asymptote_below_ridge", f1 / m1 < ridge, "at L = 512 no batch reaches the ridge")
-sanity("prefill_compute_bound", pre.intensity > ridge)
+sanity("asymptote_below_ridge", f1 / m1 < ridge, "at L = 512 no batch reaches the ridge", operands=(f1 / m1, ridge),
+       relation=("smaller", "not"))
+sanity("prefill_compute_bound", pre.intensity > ridge, operands=(pre.intensity, ridge), relation="larger")
 
 # --- measured on this machine: the CPU-sized model --------------------------------------------------
 print("\n--- measured here ---")

@@ -51,7 +51,7 @@ KVH = fact("llama3_8b_kv_heads", "kv_heads", nudge=8)  # doubled: it must divide
 VOCAB = fact("llama3_8b_vocab", "vocab")
 INTER = fact("llama3_8b_intermediate", "intermediate")
 MAXPOS = fact("llama3_8b_max_positions", "max_positions")
-PEAK = fact("h100_sxm_bf16_dense_tflops", "peak_tflops") * 1e12
+PEAK = fact("h100_sxm_bf16_dense_tflops", "peak_tflops", unit="TFLOP/s") * 1e12
 BW = fact("h100_sxm_hbm_tbs", "bw_tbs") * 1e12
 # A two-matrix MLP with as many weights as Llama 3's three-matrix SwiGLU: 3 * intermediate / 2 wide.
 cfg8 = ModelConfig(
@@ -146,7 +146,8 @@ for mode in ("static", "continuous"):
 value("static_waste", 1 - useful / rows_by_mode["static"])
 value("cont_over_static_req", res["continuous"]["request_throughput"] / res["static"]["request_throughput"])
 value("static_over_cont_ttft", res["static"]["ttft"]["p50"] / res["continuous"]["ttft"]["p50"])
-sanity("all_tokens_delivered", all(res[k]["n_output_tokens"] == sum(r.n_out for r in reqs) for k in res))
+sanity("all_tokens_delivered", all(res[k]["n_output_tokens"] == sum(r.n_out for r in reqs) for k in res),
+       relation="larger")
 sanity(
     "static_computes_padding",
     rows_by_mode["static"] > rows_by_mode["continuous"] == useful,
@@ -165,7 +166,7 @@ sanity(
     "not_the_step_size",
     size_gap < 0.25 * tpot_gap,
     "the steps' sizes account for less than a quarter of continuous batching's extra median TPOT",
-    operands=(size_gap, 0.25 * tpot_gap),
+    operands=(size_gap, 0.25 * tpot_gap), relation=("smaller", "not"),
 )
 # the static TPOT tail is short requests: the quarter of requests (after the warm-up) with the highest
 # TPOT produced fewer tokens on average than the rest, over which a wait at the batch's start is spread
@@ -177,11 +178,12 @@ sanity(
     statistics.mean(r.n_out for r in top) < statistics.mean(r.n_out for r in rest),
     "the static run's highest-TPOT quarter of requests produced fewer tokens on average than the rest",
     operands=(statistics.mean(r.n_out for r in top), statistics.mean(r.n_out for r in rest)),
+       relation=("largest", "smaller"),
 )
 sanity(
     "continuous_ttft_lower",
     res["static"]["ttft"]["p50"] > res["continuous"]["ttft"]["p50"],
-    operands=(res["static"]["ttft"]["p50"], res["continuous"]["ttft"]["p50"]),
+    operands=(res["static"]["ttft"]["p50"], res["continuous"]["ttft"]["p50"]), relation=("falls", "not"),
 )
 sanity(
     "continuous_tpot_higher",
@@ -224,9 +226,10 @@ for n in NS:
 best_n = value("best_goodput_n", max(sweep, key=lambda n: sweep[n]["goodput"]))
 gain = value("tok_gain_lim", sweep[SWEEP_BATCH]["token_throughput"] / sweep[1]["token_throughput"])
 tcost = value("tpot_cost_lim", sweep[SWEEP_BATCH]["tpot"]["p50"] / sweep[1]["tpot"]["p50"])
-sanity("gain_beats_cost", gain > tcost, "throughput grows faster than TPOT up to the limit", operands=(gain, tcost))
+sanity("gain_beats_cost", gain > tcost, "throughput grows faster than TPOT up to the limit", operands=(gain, tcost),
+       relation="grows")
 good_gain = sweep[SWEEP_BATCH]["goodput"] / sweep[1]["goodput"]
-sanity("goodput_lags", good_gain < gain, operands=(good_gain, gain))
+sanity("goodput_lags", good_gain < gain, operands=(good_gain, gain), relation=("grows", "smaller"))
 hi = 2 * SWEEP_BATCH
 sanity(
     "throughput_flat_past_limit",
@@ -243,7 +246,7 @@ sanity(
 sanity(
     "goodput_falls_past_limit",
     sweep[hi]["goodput"] < sweep[best_n]["goodput"],
-    operands=(sweep[hi]["goodput"], sweep[best_n]["goodput"]),
+    operands=(sweep[hi]["goodput"], sweep[best_n]["goodput"]), relation=("largest", "falls"),
 )
 queued = max(0, hi - SWEEP_BATCH)
 value("closed_queue_max", queued)
@@ -257,11 +260,12 @@ for lo, hi_ in bins:
     ttft_by_len.append(m.percentile(t, 50))
 short_ttft = value("ttft_short_ms", ttft_by_len[0])
 long_ttft = value("ttft_long_ms", ttft_by_len[-1])
-sanity("ttft_grows_with_prompt", long_ttft > short_ttft, operands=(long_ttft, short_ttft))
+sanity("ttft_grows_with_prompt", long_ttft > short_ttft, operands=(long_ttft, short_ttft), relation="grows")
 
 # --- open loop: Poisson arrivals, realised rates --------------------------------------------------
 ARR_SEED = given("arrival_seed", 1, nudge=0)
-RATES = (given("rate_a", 4), given("rate_b", 8), given("rate_c", 16), given("rate_d", 32))
+RATES = (given("rate_a", 4, unit="req/s"), given("rate_b", 8, unit="req/s"), given("rate_c", 16, unit="req/s"),
+         given("rate_d", 32, unit="req/s"))
 print(f"\nPoisson arrivals (seed {ARR_SEED}), continuous batching, batch limit {SWEEP_BATCH}")
 print(f"{'offered':>8}{'arrived':>8}{'served':>8}{'TTFT p99':>9}{'TPOT p99':>9}{'SLO met':>8}{'goodput':>8}")
 pois, pois_traces = {}, {}
@@ -283,6 +287,10 @@ for k, rate in zip("abcd", RATES, strict=True):
     value(f"r{k}_attain", s["slo_attainment"], fixed=ALL_MET if s["slo_attainment"] == 1 else None)
     value(f"r{k}_goodput", s["goodput"])
 value("arrived_short", 1 - pois["a"]["request_throughput"] / RATES[0])
+# served over the span from the first arrival to the last finish, the rate is below the arrival rate too
+sanity("served_lower_still", pois["a"]["request_throughput"] < m.arrival_rate(pois_traces["a"]) < RATES[0],
+       "the served rate is below the realised arrival rate, which is below the offered rate",
+       operands=(pois["a"]["request_throughput"], m.arrival_rate(pois_traces["a"])), relation=("smaller", "smallest"))
 draw = OpenLoop.poisson(reqs, RATES[0], seed=ARR_SEED)
 last = value("ra_last_arrival_s", draw.schedule[-1][1])
 value("ra_nominal_last_s", (N_REQ - 1) / RATES[0])
@@ -290,7 +298,7 @@ sanity(
     "draw_sparser",
     last > (N_REQ - 1) / RATES[0],
     "this draw's arrivals are sparser than the rate",
-    operands=(last, (N_REQ - 1) / RATES[0]),
+    operands=(last, (N_REQ - 1) / RATES[0]), relation="not",
 )
 capacity = value("capacity_req_s", sweep[SWEEP_BATCH]["request_throughput"])
 sanity("overload_over_capacity", RATES[3] > capacity, operands=(RATES[3], capacity))
@@ -301,7 +309,7 @@ quarter = len(by_arrival) // 4
 early = statistics.mean(m.ttft(r) for r in by_arrival[:quarter])
 late = statistics.mean(m.ttft(r) for r in by_arrival[-quarter:])
 sanity("overload_tail", late > 5 * early, "the last quarter's mean TTFT is over 5x the first quarter's",
-       operands=(late, 5 * early))
+       operands=(late, 5 * early), relation=("falls", "grows"))
 
 # DistServe's goodput: the highest rate at which a target share of requests meets both SLOs
 TARGET = given("goodput_target", 0.9)
@@ -316,7 +324,11 @@ lo_r, hi_r = 0.5, 4 * capacity
 for _ in range(14):
     mid = (lo_r + hi_r) / 2
     lo_r, hi_r = (mid, hi_r) if attainment(mid) >= TARGET else (lo_r, mid)
-dist = value("distserve_goodput", lo_r)
+dist = value("distserve_goodput", lo_r, unit="req/s")
+value("goodput_over_capacity", dist / capacity - 1)
+sanity("goodput_near_capacity", 0 < dist / capacity - 1 < 0.10,
+       "this draw's goodput lies above the closed-loop capacity, within 10% of it", operands=(dist, capacity),
+       relation="larger")
 print(f"DistServe goodput (highest rate with {TARGET:.0%} of requests within both SLOs): {dist:.2f} req/s")
 
 # --- chunked prefill against prefill-first --------------------------------------------------------
@@ -387,13 +399,13 @@ sanity(
     "bytes_admit_more",
     largest > analytic,
     "admission by current bytes runs a larger batch than full reservation",
-    operands=(largest, analytic),
+    operands=(largest, analytic), relation="largest",
 )
 sanity("preempts", st.preemptions > 0, operands=(st.preemptions, 0))
 sanity(
     "never_over_budget",
     st.most_kv_tokens <= int(kv_budget * 1e9) // kvb,
-    operands=(st.most_kv_tokens, int(kv_budget * 1e9) // kvb),
+    operands=(st.most_kv_tokens, int(kv_budget * 1e9) // kvb), relation="not",
 )
 
 # --- figures ------------------------------------------------------------------------------------------
@@ -469,7 +481,7 @@ sanity(
     "batching_keeps_tokens",
     same == 2 * len(real),
     "every request's greedy tokens equal its tokens served alone",
-    operands=(same, 2 * len(real)),
+    operands=(same, 2 * len(real)), relation=("equal", "not"),
 )
 
 # Why the tokens held, and where they would not. The first MAX_BATCH requests, each served alone and all
@@ -501,12 +513,12 @@ together = step_logits(prompts, STEPS, batched=True)
 one_by_one = step_logits(prompts, STEPS, batched=False)
 diff = value("fp32_logit_diff", float((alone - together).abs().max()))
 sanity("logits_differ", diff > 0, "in a batch the kernels sum in another order, so the logits move",
-       operands=(diff, 0.0))
+       operands=(diff, 0.0), relation="differs")
 sanity(
     "one_slot_at_a_time_matches",
     torch.equal(one_by_one, alone),
     "decoded one slot at a time beside the others, every logit equals the request's logit alone, bit for bit",
-    operands=(float((one_by_one - alone).abs().max()), 0.0),
+    operands=(float((one_by_one - alone).abs().max()), 0.0), relation="equal",
 )
 top2 = alone.topk(2, dim=-1).values
 gaps = (top2[..., 0] - top2[..., 1]).flatten()
@@ -515,13 +527,14 @@ margin = value("min_margin", float(gaps.min()))
 # A greedy token flips only if another logit overtakes or ties the top one: each logit moves by at most
 # `diff`, so a gap changes by at most twice that.
 sanity("margin_exceeds_diff", margin > 2 * diff, "no greedy choice is close enough to flip",
-       operands=(margin, 2 * diff))
+       operands=(margin, 2 * diff),
+       relation=("at least", "smallest", "smaller", "at most", "largest", "twice", "larger"))
 value("margin_over_move", margin / diff)
 sanity("margin_over_ten_moves", margin > 10 * diff, "the smallest gap is more than ten times the largest move",
-       operands=(margin, 10 * diff))
+       operands=(margin, 10 * diff), relation=("smallest", "largest"))
 flipped = int((alone.argmax(-1) != together.argmax(-1)).sum())
 sanity("no_token_flips", flipped == 0, "every greedy choice is the same alone and in the batch",
-       operands=(flipped, 0))
+       operands=(flipped, 0), relation="not")
 seqs = [p + generate(model, p, STEPS)[:-1] for p in prompts]
 head = model.lm_head
 model.lm_head = torch.eye(pc.model.d_model)  # the final hidden states instead of the logits
@@ -559,12 +572,14 @@ print(
     f"{hidden.shape[0]} positions\nan LM head summed in {MAX_BATCH} pieces changes {flips['float32']} greedy tokens "
     f"of the same kernel unsplit with fp32 partial sums and {flips['bfloat16']} with bf16 ones"
 )
-sanity("bf16_split_flips", flips["bfloat16"] > flips["float32"], operands=(flips["bfloat16"], flips["float32"]))
+sanity("bf16_split_flips", flips["bfloat16"] > flips["float32"], operands=(flips["bfloat16"], flips["float32"]),
+       relation="differs")
 value("bf16_tie_flips", ties)
 sanity("split_moves_logits", min(moved.values()) > 0, "the split changes logits with fp32 and with bf16 partial sums",
        operands=(min(moved.values()), 0.0))
 first = int(torch.tensor([1.0, 3.0, 3.0]).argmax())
-sanity("argmax_takes_first", first == 1, "torch.argmax breaks a tie by the lowest index", operands=(first, 1))
+sanity("argmax_takes_first", first == 1, "torch.argmax breaks a tie by the lowest index", operands=(first, 1),
+       relation=("at least", "smallest"))
 # bf16 keeps 8 significant bits: next to the top logit where the gap is smallest, its rounding step
 # (the distance to the next bf16 number) is larger than that gap.
 tight = int(gaps.argmin())
@@ -574,7 +589,7 @@ BINADE = ("the spacing of bf16 numbers is one power of two across each binade (2
 bf16_step = value("bf16_step", float(torch.nextafter(x, torch.tensor(float("inf"), dtype=torch.bfloat16)) - x),
                   fixed=BINADE)
 sanity("bf16_step_exceeds_margin", bf16_step > margin, "bf16 cannot tell the top two logits apart there",
-       operands=(bf16_step, margin))
+       operands=(bf16_step, margin), relation=("smallest", "larger"))
 value("tight_top_logit", float(top2[..., 0].flatten()[tight]))
 print(f"bf16 rounding step next to the top logit ({float(top2[..., 0].flatten()[tight]):.4g}) where the gap is "
       f"smallest: {bf16_step}")

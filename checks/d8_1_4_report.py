@@ -63,14 +63,14 @@ print(
 # --- memory -------------------------------------------------------------------------------------
 value("params_m", param_count(mc) / 1e6)
 value("weights_mb", mem["weight_bytes"] / 1e6)
-value("kv_per_token", mem["kv_bytes_per_token"])
+value("kv_per_token", mem["kv_bytes_per_token"], unit="B")
 value("kv_slots", mem["kv_slots"], fixed=PRESET + ": the most requests any part of the run holds at once")
 value("kv_cache_mb", mem["kv_cache_bytes_allocated"] / 1e6)
 peak = [run["peak_bytes"] for run in r["runs"]]
 sanity(
     "peak_none_on_cpu",
     cfg.device != "cpu" or all(p is None for p in peak),
-    "no peak figure is invented where the device does not report one",
+    "no peak figure is invented where the device does not report one", relation="not",
 )
 print(
     f"\nweights {mem['weight_bytes'] / 1e6:.1f} MB (allocated {mem['weight_bytes_allocated'] / 1e6:.1f} MB); "
@@ -79,7 +79,8 @@ print(
     f"{'not reported on this device' if peak[0] is None else f'{max(peak) / 1e6:.1f} MB'}"
 )
 sanity("weights_match_analytic", mem["weight_bytes"] == mem["weight_bytes_allocated"] == weight_bytes(mc, cfg.dtype))
-sanity("kv_matches_analytic", mem["kv_cache_bytes_allocated"] == kv_cache_bytes(mc, cfg.dtype, slots=mem["kv_slots"]))
+sanity("kv_matches_analytic", mem["kv_cache_bytes_allocated"] == kv_cache_bytes(mc, cfg.dtype, slots=mem["kv_slots"]),
+       relation="largest")
 
 # --- isolated steps -------------------------------------------------------------------------------
 print(f"\ndecode step (context {cfg.decode_context}): measured against the roofline bound")
@@ -196,7 +197,8 @@ value("bf16_positions", ag["positions"], fixed=PRESET + ": prompts times steps")
 sanity("positions_are_prompts_times_steps", ag["positions"] == cfg.quality_prompts * cfg.quality_steps)
 value("bf16_prompts", cfg.quality_prompts, fixed=PRESET)
 value("bf16_steps", ag["steps"], fixed=PRESET)
-sanity("batch_invariant_tokens", bi["tokens_equal"], "greedy tokens are the same alone and in a batch")
+sanity("batch_invariant_tokens", bi["tokens_equal"], "greedy tokens are the same alone and in a batch",
+       relation=("differs", "at most", "equal"))
 
 value("elapsed_s", r["elapsed_s"], measured=MEASURED)
 print(f"\nthe whole run took {r['elapsed_s']:.1f} s; JSON result: {len(json.dumps(r)) / 1e3:.0f} kB")

@@ -50,11 +50,12 @@ for name, dt in DTYPES:
     value(f"{name}_gb", big.nbytes / GB)
     sanity(f"{name}_bytes_two_routes", big.nbytes == numel * elem == numel * dt.itemsize,
            f"{name}: meta .nbytes equals numel times the element size of a real tensor",
-           operands=(big.nbytes, numel * elem))
+           operands=(big.nbytes, numel * elem), relation="equal" if name == "fp32" else None)
     row(name, str(dt)[6:], elem, f"{big.nbytes:,}", f"{big.nbytes / GB:.3f}", cw=16)
 
 # int4: torch has int4/uint4 dtypes, but a tensor of them spends a whole byte per element
-int4_dt_elem = value("torch_int4_elem", torch.empty(n_pack, dtype=torch.int4).element_size(), fixed=ELEM)
+int4_dt_elem = value("torch_int4_elem", torch.empty(n_pack, dtype=torch.int4).element_size(), unit="B",
+                     fixed=ELEM)
 uint4_dt_elem = value("torch_uint4_elem", torch.empty(n_pack, dtype=torch.uint4).element_size(), fixed=ELEM)
 sanity("torch_int4_is_a_byte", int4_dt_elem == uint4_dt_elem == torch.int8.itemsize,
        "torch.int4 and torch.uint4 tensors take one byte per element: packing is by hand",
@@ -67,7 +68,7 @@ row("int4 packed", "uint8 x 1/2", "0.5", f"{packed_table.nbytes:,}", f"{packed_t
 sanity("halving_chain", nbytes["fp32"] == 2 * nbytes["bf16"] == 2 * nbytes["fp16"] == 4 * nbytes["e4m3"]
        == 4 * nbytes["e5m2"] == 4 * nbytes["int8"] and nbytes["int8"] == 2 * nbytes["int4"] - numel % 2,
        "each halving of the bits halves the bytes: fp32 = 2 bf16 = 4 fp8 = 4 int8 = 8 int4 (n even)",
-       operands=(nbytes["fp32"], 8 * nbytes["int4"]))
+       operands=(nbytes["fp32"], 8 * nbytes["int4"]), relation="half")
 value("fp32_over_int4", nbytes["fp32"] / nbytes["int4"],
       fixed="four bytes against half a byte: a property of the formats")
 value("int4_elem", packed_table.nbytes / numel, fixed="two codes share a byte: half a byte per element by the packing")
@@ -110,7 +111,7 @@ for name, dt in FLOATS:
         "" if n_nan is None else n_nan, "" if n_inf is None else n_inf, cw=16)
 sanity("finfo_two_routes", all(agree.values()),
        "torch.finfo max, eps and smallest normal equal the values read off the bit patterns",
-       operands=(str(agree), "all True"))
+       operands=(str(agree), "all True"), relation=("largest", "smallest", "equal"))
 value("fp8_patterns", 2 ** torch.finfo(torch.float8_e4m3fn).bits, fixed=RANGE)
 # bf16 keeps fp32's exponent range and gives up mantissa; e4m3 gives up range for a finer step than e5m2
 fi32, fi16 = torch.finfo(torch.float32), torch.finfo(torch.bfloat16)
@@ -122,17 +123,18 @@ sanity("bf16_range_not_precision", exp_bits["bf16"] == exp_bits["fp32"]
        and enum["bf16"][2] == enum["fp32"][2] and enum["bf16"][0] < enum["fp32"][0]
        and r_eps == enum["bf16"][1] / enum["fp32"][1] and r_eps > 1,
        "bf16 has fp32's smallest normal, a slightly smaller max, and an eps larger by this factor",
-       operands=(r_eps, enum["bf16"][1] / enum["fp32"][1]))
+       operands=(r_eps, enum["bf16"][1] / enum["fp32"][1]),
+       relation=("smallest", "largest", "larger", "half", "smaller"))
 r_max = value("e5m2_over_e4m3_max", torch.finfo(torch.float8_e5m2).max / torch.finfo(torch.float8_e4m3fn).max,
               fixed=RANGE)
 sanity("e4m3_precision_e5m2_range", enum["e4m3"][1] == enum["e5m2"][1] / 2
        and r_max == enum["e5m2"][0] / enum["e4m3"][0] and r_max > 1,
        "e4m3's eps is half of e5m2's; e5m2's largest value is this many times e4m3's",
-       operands=(r_max, enum["e5m2"][0] / enum["e4m3"][0]))
+       operands=(r_max, enum["e5m2"][0] / enum["e4m3"][0]), relation="half")
 sanity("e4m3_has_no_inf", patterns["e4m3"][1] == 0 and patterns["e5m2"][1] == 2
        and patterns["e4m3"][0] < patterns["e5m2"][0],
        "float8_e4m3fn spends no bit pattern on infinity and fewer on NaN than e5m2, which has +inf and -inf",
-       operands=(patterns["e4m3"], patterns["e5m2"]))
+       operands=(patterns["e4m3"], patterns["e5m2"]), relation=("largest", "not"))
 
 # what a cast past the maximum does, in this torch: e4m3fn saturates, e5m2 and fp16 overflow to inf
 big_x = torch.tensor([2 * torch.finfo(torch.float8_e5m2).max])
@@ -145,12 +147,12 @@ sanity("fp16_overflows", math.isinf(cast["fp16"]) and math.isfinite(cast["bf16"]
        and enum["fp16"][2] > enum["bf16"][2],
        "fp16 has the finer eps but the narrower range: a larger smallest normal, and a value past its "
        "maximum becomes inf in fp16 and stays finite in bf16",
-       operands=(cast["fp16"], cast["bf16"]))
+       operands=(cast["fp16"], cast["bf16"]), relation=("largest", "smallest", "not"))
 sanity("e4m3_saturates", big_x.item() > torch.finfo(torch.float8_e5m2).max
        and cast["e4m3"] == torch.finfo(torch.float8_e4m3fn).max and math.isinf(cast["e5m2"])
        and math.isinf(cast["fp16"]),
        "a value past the maximum becomes 448 in e4m3fn (saturation) but inf in e5m2 and fp16",
-       operands=(cast["e4m3"], torch.finfo(torch.float8_e4m3fn).max))
+       operands=(cast["e4m3"], torch.finfo(torch.float8_e4m3fn).max), relation=("largest", "not"))
 
 ii = torch.iinfo(torch.int8)
 value("int8_min", ii.min, fixed=RANGE)
@@ -158,7 +160,7 @@ value("int8_max", ii.max, fixed=RANGE)
 every_byte = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.int8)
 sanity("int8_range_two_routes", (int(every_byte.min()), int(every_byte.max())) == (ii.min, ii.max),
        "iinfo(int8) equals the range of the 256 bit patterns read as int8",
-       operands=((int(every_byte.min()), int(every_byte.max())), (ii.min, ii.max)))
+       operands=((int(every_byte.min()), int(every_byte.max())), (ii.min, ii.max)), relation=("not", "equal"))
 print("\nRange of each integer format: torch.iinfo, and the bit patterns read as integers")
 row("dtype", "min", "max", cw=16)
 row("int8", ii.min, ii.max, cw=16)
@@ -189,7 +191,7 @@ wrapped = int(unpack((over & MASK).to(torch.uint8), 1))
 value("int4_code_count", all_codes.numel(), fixed=RANGE)
 row("int4 (packed)", lo, hi, cw=16)
 sanity("int4_range_exact", torch.equal(unpack(pack(all_codes), all_codes.numel()), all_codes) and wrapped == lo,
-       "all 16 codes from -8 to 7 survive pack and unpack; 8 comes back as -8", operands=(wrapped, lo))
+       "all 16 codes from -8 to 7 survive pack and unpack; 8 comes back as -8", operands=(wrapped, lo), relation="not")
 
 g = torch.Generator().manual_seed(0)
 w = torch.randn(n_pack, generator=g)                  # a small real fp32 tensor
@@ -211,7 +213,8 @@ sanity("pack_roundtrip", torch.equal(back, codes) and pack_bytes == math.ceil(n_
        "unpack(pack(codes)) gives the codes back, in ceil(n/2) bytes",
        operands=(pack_bytes, math.ceil(n_pack / PER_BYTE)))
 sanity("pack_error_half_step", ((w - w_hat).abs().max() <= scale / 2 + 1e-6).item(),
-       "every dequantized value is within half a step (scale/2) of the original")
+       "every dequantized value is within half a step (scale/2) of the original",
+       relation=("differs", "at most", "not"))
 
 # -- variation: Qwen2-0.5B's embedding table --------------------------------------------------------
 V2 = fact("qwen2_0_5b_vocab", "V2")
@@ -223,5 +226,5 @@ value("v_int4_mb", torch.empty(math.ceil(q.numel() / 2), dtype=torch.uint8, devi
 v_ratio = value("v_ratio", numel / q.numel())
 sanity("v_ratio_two_routes", math.isclose(v_ratio, nbytes["bf16"] / q.nbytes) and v_ratio > 1,
        "the ratio of the element counts equals the ratio of the bf16 bytes: Qwen2-0.5B's table is smaller",
-       operands=(v_ratio, nbytes["bf16"] / q.nbytes))
+       operands=(v_ratio, nbytes["bf16"] / q.nbytes), relation="equal")
 print(f"\nVariation: Qwen2-0.5B table {tuple(q.shape)}: {q.numel():,} elements, bf16 {q.nbytes / MB:.1f} MB")

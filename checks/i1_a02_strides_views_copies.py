@@ -48,7 +48,7 @@ dt = torch.bfloat16
 # -- Step 1: the fused projection output --------------------------------------------------------
 g = torch.Generator().manual_seed(0)
 qkv = torch.randn(B, T, W, generator=g).to(dt)
-elem = value("elem", qkv.element_size(), fixed="bytes of a bf16 element: a property of the dtype")
+elem = value("elem", qkv.element_size(), unit="B", fixed="bytes of a bf16 element: a property of the dtype")
 value("qkv_shape", qkv.shape)
 value("qkv_stride", qkv.stride())
 value("qkv_mb", qkv.nbytes / MB)
@@ -79,14 +79,14 @@ value("v_offset", v.storage_offset())
 k_gap = value("k_ptr_gap_bytes", k.data_ptr() - storage_ptr(k))
 sanity("split_are_views", all(storage_ptr(t) == storage_ptr(qkv) for t in (q, k, v))
        and q.data_ptr() == qkv.data_ptr() and k.data_ptr() != qkv.data_ptr(),
-       "q, k and v share qkv's storage; only q starts where it starts")
+       "q, k and v share qkv's storage; only q starts where it starts", relation="not")
 sanity("offset_in_bytes", k_gap == k.storage_offset() * elem == H * Dh * elem
        and v.data_ptr() - storage_ptr(v) == (H + Hkv) * Dh * elem,
        "data_ptr() - untyped_storage().data_ptr() = storage_offset() x element_size()",
-       operands=(k_gap, k.storage_offset() * elem))
+       operands=(k_gap, k.storage_offset() * elem), relation="differs")
 sanity("slices_not_contiguous", not any(t.is_contiguous() for t in (q, k, v))
        and q.stride() == k.stride() == v.stride() == qkv.stride(),
-       "a slice of the last axis keeps the parent's strides and is not contiguous")
+       "a slice of the last axis keeps the parent's strides and is not contiguous", relation="not")
 
 # -- Step 3: split the heads with view ------------------------------------------------------------
 q4 = q.view(B, T, H, Dh)
@@ -111,9 +111,10 @@ value("qh_contig_stride", contiguous_strides(qh.shape))
 sanity("transpose_swaps_strides", qh.stride() == (q4.stride()[0], q4.stride()[2], q4.stride()[1], q4.stride()[3])
        and qh.data_ptr() == q4.data_ptr() and not qh.is_contiguous(),
        "transpose(1, 2) swaps the strides of axes 1 and 2 and moves no data",
-       operands=(qh.stride(), q4.stride()))
+       operands=(qh.stride(), q4.stride()), relation="not")
 sanity("permute_equals_transpose", qp.shape == qh.shape and qp.stride() == qh.stride()
-       and qp.data_ptr() == qh.data_ptr(), "permute(0, 2, 1, 3) gives the same view as transpose(1, 2)")
+       and qp.data_ptr() == qh.data_ptr(), "permute(0, 2, 1, 3) gives the same view as transpose(1, 2)",
+       relation=("equal", "not"))
 
 # -- Step 5: attention, then merge the heads: does view work? It depends on the strides -----------
 def merge(o):
@@ -154,7 +155,7 @@ sanity("sdpa_layout_follows_query", o1.stride() == (bthd[0], bthd[2], bthd[1], b
        "on this build, SDPA's output took the memory order of its query: (B, T, H, Dh) for the "
        "transposed view, (B, H, T, Dh) for the contiguous copy", operands=(o1.stride(), o2.stride()))
 sanity("same_attention", torch.allclose(o1.float(), o2.float(), atol=1e-2),
-       "the two calls compute the same attention; only the layout differs")
+       "the two calls compute the same attention; only the layout differs", relation="differs")
 sanity("view_depends_on_strides", not err1 and storage_ptr(m1) == storage_ptr(o1)
        and bool(err2) and storage_ptr(m2) != storage_ptr(o2) and torch.equal(m2, o2.transpose(1, 2).contiguous()
                                                                              .view(B, T, H * Dh)),
@@ -164,7 +165,8 @@ value("view_raises", bool(err2))
 again = q.reshape(B, T, H, Dh)
 undo = qh.transpose(1, 2).reshape(B, T, H * Dh)
 sanity("reshape_views_when_it_can", storage_ptr(again) == storage_ptr(qkv) and storage_ptr(undo) == storage_ptr(qkv),
-       "reshape of a viewable layout shares storage: it copies only when view would fail")
+       "reshape of a viewable layout shares storage: it copies only when view would fail",
+       relation=("differs", "larger", "not"))
 
 # -- Step 6: what contiguous() allocates -----------------------------------------------------------
 q_copy, q_peak = peak_alloc(lambda: qh.contiguous())
@@ -205,7 +207,7 @@ row("one layer", f"{layer:.1f} MB")
 row(f"all {L} layers", f"{L * layer / 1000:.2f} GB")
 sanity("ctx_copy_equals_qkv", math.isclose(layer, big.nbytes / MB),
        "the three copies together are exactly the bytes of the fused projection output",
-       operands=(layer, big.nbytes / MB))
+       operands=(layer, big.nbytes / MB), relation="equal")
 
 # -- variation: separate projections, and the q copy in fp32 at the full context ---------------------
 q_sep = torch.randn(B, T, H * Dh, generator=g).to(dt)          # the output of its own q_proj
@@ -216,6 +218,6 @@ value("sep_copy_mb", sep_copy.nbytes / MB)
 sanity("sep_same_copy", q_sep.is_contiguous() and not qh_sep.is_contiguous() and sep_copy.nbytes == q_copy.nbytes
        and qh_sep.stride() == (T * H * Dh, Dh, H * Dh, 1),
        "a separate q projection is contiguous, its head view is not, and its copy costs the same bytes",
-       operands=(sep_copy.nbytes, q_copy.nbytes))
+       operands=(sep_copy.nbytes, q_copy.nbytes), relation="not")
 value("var_q_fp32_mb", torch.empty(B, H, T_ctx, Dh, device="meta").nbytes / MB)
 print(f"\nVariation: separate q projection, qh strides {qh_sep.stride()}, copy {sep_copy.nbytes / MB:.1f} MB")

@@ -114,10 +114,10 @@ row("lm_head (V, d), untied", f"{model.lm_head.weight.numel():,}")
 row("total: sum of p.numel()", f"{N:,}")
 row("total: closed form", f"{N_closed:,}")
 sanity("meta_matches_closed_form", N_closed == N and layer_n == per_layer_closed,
-       "the nn.Module count equals the closed form from the config", operands=(N, N_closed))
+       "the nn.Module count equals the closed form from the config", operands=(N, N_closed), relation="equal")
 sanity("mlp_dominates_layer", parts["gate, up, down (MLP)"] > layer_n / 2,
        "the three MLP matrices hold most of a layer's parameters",
-       operands=(parts["gate, up, down (MLP)"], layer_n / 2))
+       operands=(parts["gate, up, down (MLP)"], layer_n / 2), relation="larger")
 
 # tying the head to the embedding: nn.Module.parameters() yields a shared tensor once
 with torch.device("meta"):
@@ -125,7 +125,7 @@ with torch.device("meta"):
 tied.lm_head.weight = tied.embed_tokens.weight
 n_tied = value("n_params_tied", count(tied))
 sanity("tying_saves_V_d", N - n_tied == V * d, "tying the head would remove V*d parameters",
-       operands=(N - n_tied, V * d))
+       operands=(N - n_tied, V * d), relation=("falls", "smaller"))
 
 # -- Step 2: bytes per precision ------------------------------------------------------------------
 mats = [p for p in model.parameters() if p.dim() == 2]
@@ -171,18 +171,19 @@ value("int4_code_bits", BITS, fixed="int4 is by definition a 4-bit code")
 scale_bits = 8 * torch.empty((), dtype=torch.float16).nbytes
 value("scale_bits", scale_bits, fixed="bits of an fp16 scale: a property of the dtype")
 sanity("bytes_two_routes", fp32_bytes == 4 * N and bf16_bytes == 2 * N and fp8_codes == mat_params,
-       "sum of .nbytes equals N x bytes per element", operands=(fp32_bytes, 4 * N))
+       "sum of .nbytes equals N x bytes per element", operands=(fp32_bytes, 4 * N), relation=("half", "smaller"))
 # with every row length a multiple of g and even, the codes are half a byte per weight and each
 # scale adds scale_bits / g bits; ceil() only adds when a row does not divide
 exact = all(p.shape[1] % g == 0 and p.shape[1] % 2 == 0 for p in mats)
 pred_bits = BITS + scale_bits / g
 sanity("int4_bits_closed_form", math.isclose(bits_mat, pred_bits) if exact else bits_mat >= pred_bits,
-       "packed codes and group scales cost 4 + 16/g bits per weight", operands=(bits_mat, pred_bits))
+       "packed codes and group scales cost 4 + 16/g bits per weight", operands=(bits_mat, pred_bits), relation="not")
 sanity("each_format_smaller", fp32_bytes > bf16_bytes > fp8_bytes > int4_layers_bytes > int4_bytes_all,
        "fp32 > bf16 > fp8 > int4 with bf16 embedding and head > int4 everywhere",
-       operands=(fp8_bytes, int4_bytes_all))
+       operands=(fp8_bytes, int4_bytes_all), relation="larger")
 sanity("fp8_about_half_bf16", abs(fp8_bytes - bf16_bytes / 2) < n_mat * 4 + bf16_vec_bytes,
-       "fp8 is half of bf16 up to its scales and the bf16 norm vectors", operands=(fp8_bytes, bf16_bytes / 2))
+       "fp8 is half of bf16 up to its scales and the bf16 norm vectors", operands=(fp8_bytes, bf16_bytes / 2),
+       relation="half")
 value("int4_over_bf16", int4_bytes_all / bf16_bytes)
 value("eh_bf16_gb", eh_bf16 / GB)
 value("int4_layers_extra_gb", (int4_layers_bytes - int4_bytes_all) / GB)
@@ -224,7 +225,7 @@ sanity("real_matches_meta", packed.nbytes == meta_codes and scale.nbytes == meta
 sanity("real_codes_roundtrip", torch.equal(unp, codes), "unpacking returns every code")
 sanity("rel_err_as_predicted", abs(rel_err - pred) < 0.1 * pred,
        "the measured relative error is within 10% of 1 / (2 QMAX) for nn.Linear's uniform init",
-       operands=(rel_err, pred))
+       operands=(rel_err, pred), relation=("twice", "largest", "larger", "not"))
 sanity("real_error_half_step", bool((err <= half_step * 1.001 + 1e-8).all()),
        "every dequantized weight is within half a step of its group's scale")
 
@@ -255,6 +256,7 @@ value("v_gap_total", N - N2)
 sanity("v_gap_decomposes", gap_vocab == 2 * (V * d - V2 * d2) and gap_mlp == 3 * (L * d * f - L2 * d2 * f2)
        and gap_vocab + gap_mlp > gap_kv > 0,
        "Llama 3 8B's larger vocabulary and wider MLP outweigh Llama 2 7B's extra K/V parameters",
-       operands=(gap_vocab + gap_mlp, gap_kv))
-sanity("v_closed_form", N2_closed == N2, "Llama 2 7B: module count = closed form", operands=(N2, N2_closed))
+       operands=(gap_vocab + gap_mlp, gap_kv), relation="larger")
+sanity("v_closed_form", N2_closed == N2, "Llama 2 7B: module count = closed form", operands=(N2, N2_closed),
+       relation="equal")
 print(f"\nVariation: Llama 2 7B, {N2:,} parameters; bf16 {2 * N2 / GB:.2f} GB, int4 {v_i4 / GB:.2f} GB")

@@ -38,9 +38,10 @@ for k, (dec, bin_, dn, bn) in enumerate([(KB, KiB, "KB", "KiB"), (MB, MiB, "MB",
     row(f"{dn} / {bn}", f"{dec:,}", f"{bin_:,}", f"{ratio:.6f}", f"{100 * gap:.2f} %", w=12, cw=19)
     # second route: the first gap compounded k times, 1.024^k, with 1.024 = KiB / KB
     sanity(f"gap_{dn.lower()}_compounds", math.isclose(ratio, first**k),
-           f"{bn}/{dn} = (KiB/KB)^{k}", operands=(ratio, first**k))
+           f"{bn}/{dn} = (KiB/KB)^{k}", operands=(ratio, first**k),
+           relation={"gb": ("differs", "larger", "smaller"), "kb": ("equal", "grows")}.get(dn.lower()))
 sanity("gap_grows", all(b > a for a, b in zip(gaps, gaps[1:], strict=False)),
-       "the gap grows with every prefix step", operands=(gaps[0], gaps[-1]))
+       "the gap grows with every prefix step", operands=(gaps[0], gaps[-1]), relation=("grows", "larger"))
 
 # -- Step 2: the model's weights in fp8 ---------------------------------------------------------------
 V = fact("llama3_70b_vocab", "V")
@@ -64,7 +65,7 @@ w_bytes = (sum(torch.empty(s, dtype=fp8, **meta).nbytes for s in matrices)      
 n_params = value("n_params", sum(math.prod(s) for s in matrices) + sum(vectors))
 closed = 2 * V * d + L * (2 * d * H * Dh + 2 * d * Hkv * Dh + 3 * d * f + 2 * d) + d
 sanity("params_closed_form", closed == n_params, "the count from the matrix list equals the closed form",
-       operands=(n_params, closed))
+       operands=(n_params, closed), relation="equal")
 value("weights_bytes", w_bytes)
 value("weights_gb", w_bytes / GB)
 value("weights_gib", w_bytes / GiB)
@@ -100,7 +101,7 @@ value("cap_full_share", w_bytes / cap_right)
 # second route: the capacity error (gap_g x capacity) spread over the free part alone
 sanity("free_error_amplified", math.isclose(free_err, gap_g * cap_right / (cap_right - w_bytes)) and free_err > gap_g,
        "misreading GB as GiB overstates the free memory by gap x capacity / free: far more than the gap itself",
-       operands=(free_err, gap_g))
+       operands=(free_err, gap_g), relation="equal")
 
 
 def most_sequences(capacity):
@@ -126,9 +127,9 @@ row(f"weights + cache at B = {b_right}, {b_right + 1}", f"{used_right:.2f} GB", 
 closed_fit = (math.floor((cap_right - w_bytes) / seq), math.floor((cap_wrong - w_bytes) / seq))
 sanity("fit_closed_form", (b_right, b_wrong) == closed_fit,
        "the meta-tensor probe agrees with floor(free bytes / bytes per sequence)",
-       operands=((b_right, b_wrong), closed_fit))
+       operands=((b_right, b_wrong), closed_fit), relation="equal")
 sanity("readings_disagree", b_wrong > b_right and used_right <= mem_gb < over_right,
-       "the misread capacity admits more sequences than the GPU holds", operands=(b_wrong, b_right))
+       "the misread capacity admits more sequences than the GPU holds", operands=(b_wrong, b_right), relation="not")
 sanity("weights_fit_both", w_bytes < cap_right < cap_wrong, "the weights alone fit under either reading",
        operands=(w_bytes, cap_right))
 
@@ -139,5 +140,6 @@ value("v_seq_gb", seq2 / GB)
 v_right = value("v_seqs_fit", math.floor((cap_right - w_bytes) / seq2))
 v_wrong = value("v_seqs_fit_misread", math.floor((cap_wrong - w_bytes) / seq2))
 sanity("v_more_short", v_right >= 2 * b_right and v_wrong > v_right,
-       "halving T at least doubles the sequences that fit", operands=(v_right, 2 * b_right))
+       "halving T at least doubles the sequences that fit", operands=(v_right, 2 * b_right),
+       relation=("at least", "twice"))
 print(f"\nVariation: T = {T2:,}: {seq2 / GB:.3f} GB per sequence; fit {v_right} (GB) against {v_wrong} (misread)")

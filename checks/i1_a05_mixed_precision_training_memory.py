@@ -111,7 +111,8 @@ master = GPT2(V, d, L, C)
 N = value("n_params", sum(p.numel() for p in master.parameters()))
 n_tensors = value("n_tensors", len(list(master.parameters())))
 closed = V * d + C * d + L * (12 * d * d + 13 * d) + 2 * d
-sanity("gpt2_closed_form", closed == N, "GPT-2's count: Vd + Cd + L(12d^2 + 13d) + 2d", operands=(N, closed))
+sanity("gpt2_closed_form", closed == N, "GPT-2's count: Vd + Cd + L(12d^2 + 13d) + 2d", operands=(N, closed),
+       relation="equal")
 work, opt, roles = mixed_precision_step(master, lambda: GPT2(V, d, L, C))
 
 by_role = {k: nbytes(v) for k, v in roles.items()}
@@ -134,7 +135,7 @@ value("total_mb", persistent / MB)
 value("total_gb", persistent / GB)
 per_param = value("bytes_per_param", persistent / N)
 value("peak_gb", peak / GB)
-value("peak_per_param", peak / N)
+value("peak_per_param", peak / N, unit="B")
 value("opt_state_mb", (by_role["Adam m (exp_avg)"] + by_role["Adam v (exp_avg_sq)"]) / MB)
 value("opt_over_weights", (by_role["Adam m (exp_avg)"] + by_role["Adam v (exp_avg_sq)"]) / by_role["bf16 weights"],
       fixed="two fp32 moments against one bf16 weight: a ratio of dtypes")
@@ -142,14 +143,16 @@ value("opt_over_weights", (by_role["Adam m (exp_avg)"] + by_role["Adam v (exp_av
 rule = 2 + 2 + 4 + 4 + 4                       # the rule: bf16 w + bf16 g + fp32 master + m + v
 value("rule_bytes", rule, fixed="the rule of thumb: 2 + 2 + 4 + 4 + 4 bytes")
 sanity("rule_holds", persistent == rule * N + 4 * n_tensors,
-       "measured bytes = 16 N + one 4-byte step counter per parameter tensor", operands=(persistent, rule * N))
+       "measured bytes = 16 N + one 4-byte step counter per parameter tensor", operands=(persistent, rule * N),
+       relation="not")
 sanity("peak_twenty", peak == (rule + 4) * N + 4 * n_tensors,
        "with the fp32 gradient copies alive, 20 bytes per parameter", operands=(peak, (rule + 4) * N))
 ptrs = [t.untyped_storage().data_ptr() for k in ROLES + ["fp32 gradients (transient)"] for t in roles[k]]
-sanity("no_sharing", len(set(ptrs)) == len(ptrs), "every role's tensor has its own storage: nothing is counted twice")
+sanity("no_sharing", len(set(ptrs)) == len(ptrs), "every role's tensor has its own storage: nothing is counted twice",
+       relation="not")
 sanity("weights_follow_master", all(torch.equal(q, p.to(torch.bfloat16))
                                     for p, q in zip(master.parameters(), work.parameters(), strict=True)),
-       "after the step the bf16 weights are the updated master weights rounded to bf16")
+       "after the step the bf16 weights are the updated master weights rounded to bf16", relation="equal")
 del roles, work, opt, master
 
 # -- Llama 3 8B, the same recipe on meta tensors -----------------------------------------------------
@@ -179,9 +182,10 @@ for k in ROLES:
 row("total kept between steps", f"{pers3 / GB:.2f} GB", f"{pers3 / N3:.4f} B/param", cw=18)
 row(f"one H100: {mem_gb} GB", "fits" if pers3 <= mem_gb * GB else "does not fit")
 sanity("l3_rule_holds", pers3 == rule * N3 + 4 * t3, "Llama 3 8B on meta: 16 bytes per parameter again",
-       operands=(pers3, rule * N3))
+       operands=(pers3, rule * N3), relation="not")
 sanity("l3_does_not_fit", pers3 > mem_gb * GB and by3["bf16 weights"] < mem_gb * GB,
-       "the training state exceeds one H100 though the bf16 weights alone fit", operands=(pers3, mem_gb * GB))
+       "the training state exceeds one H100 though the bf16 weights alone fit", operands=(pers3, mem_gb * GB),
+       relation=("not", "larger"))
 
 # -- variation: shard across GPUs ------------------------------------------------------------------------
 cap = mem_gb * GB
@@ -209,4 +213,5 @@ sanity("shard_closed_form", k1 == math.ceil(opt_state / (cap - replicated)) and 
        / cap) and k1 >= k3 and (one_fewer is None or one_fewer > mem_gb),
        "the probes agree with the closed forms; sharding less never needs fewer GPUs; one GPU fewer "
        "would not fit",
-       operands=((k1, k3), (math.ceil(opt_state / (cap - replicated)), math.ceil((replicated + opt_state) / cap))))
+       operands=((k1, k3), (math.ceil(opt_state / (cap - replicated)), math.ceil((replicated + opt_state) / cap))),
+       relation=("smaller", "not", "larger"))

@@ -73,15 +73,15 @@ row("q_proj FLOPs / multiply-adds", f"{q_flops / q_macs:g}")
 row("q_proj FLOPs per token / weights", f"{q_flops / m / q_proj.weight.numel():g}")
 
 sanity("q_closed_form", q_flops == closed_q, "FlopCounterMode's count of q_proj equals 2 m k n",
-       operands=(q_flops, closed_q))
+       operands=(q_flops, closed_q), relation="equal")
 sanity("k_closed_form", k_flops == 2 * m * d * n_kv, "FlopCounterMode's count of k_proj equals 2 m k n",
-       operands=(k_flops, 2 * m * d * n_kv))
+       operands=(k_flops, 2 * m * d * n_kv), relation=("differs", "equal"))
 sanity("shape_rule", tuple(q.shape) == (B, T, n_q) and tuple(k.shape) == (B, T, n_kv),
        "(m, k) @ (k, n) -> (m, n): the inner axis d is summed away, the outer axes survive",
        operands=(tuple(q.shape), (B, T, n_q)))
 sanity("qk_ratio_is_heads", q_flops * kv_heads == k_flops * heads,
        "q_proj costs heads / kv_heads times k_proj: n is the only axis that differs",
-       operands=(q_flops / k_flops, heads / kv_heads))
+       operands=(q_flops / k_flops, heads / kv_heads), relation="smaller")
 sanity("two_flops_per_weight", q_flops == 2 * m * q_proj.weight.numel(),
        "per token, a linear layer costs two FLOPs per weight", operands=(q_flops / m, 2 * q_proj.weight.numel()))
 sanity("two_per_mac", q_flops == 2 * q_macs and q_ops == {"mm": q_flops},
@@ -97,9 +97,10 @@ value("one_over_2d", 1 / (2 * d))
 row("q_proj with bias=True", ", ".join(f"{op}: {n:,}" for op, n in qb_ops.items()), cw=0)
 row("bias adds it leaves out", f"{bias_adds:,}", f"{bias_adds / qb_flops:.4%}")
 sanity("bias_not_counted", qb_flops == q_flops and set(qb_ops) == {"addmm"},
-       "with a bias the op is addmm, and its count is the same 2 m k n", operands=(qb_flops, q_flops))
+       "with a bias the op is addmm, and its count is the same 2 m k n", operands=(qb_flops, q_flops), relation="not")
 sanity("bias_share_closed", bias_adds * 2 * d == qb_flops,
-       "the bias adds are m n, a share 1 / (2 d) of 2 m d n", operands=(bias_adds / qb_flops, 1 / (2 * d)))
+       "the bias adds are m n, a share 1 / (2 d) of 2 m d n", operands=(bias_adds / qb_flops, 1 / (2 * d)),
+       relation="not")
 
 # -- a batched product: the attention scores -----------------------------------------------------
 qh = torch.empty(B, heads, T, head_dim, device="meta", dtype=BF16)
@@ -122,9 +123,10 @@ row("torch.bmm", str(tuple(s2.shape)), f"{s2_flops:,}", ",".join(s2_ops), w=24, 
 row("closed form", "", f"{closed_s:,}", w=24, cw=20)
 sanity("batched_closed_form", s_flops == s2_flops == closed_s and set(s_ops) == set(s2_ops) == {"bmm"},
        "`@` with leading axes and torch.bmm both count 2 * (B heads) * T * head_dim * T",
-       operands=(s_flops, closed_s))
+       operands=(s_flops, closed_s), relation="equal")
 sanity("scores_vs_q_closed", s_flops * d == q_flops * T,
-       "the scores cost T / d times q_proj: 2 m T d against 2 m d d", operands=(s_flops / q_flops, T / d))
+       "the scores cost T / d times q_proj: 2 m T d against 2 m d d", operands=(s_flops / q_flops, T / d),
+       relation="grows")
 
 # -- meta tensors count what a real run counts ----------------------------------------------------
 m_small = given("m_small", 16)

@@ -78,7 +78,7 @@ sanity("params_closed", n_params == 3 * d * f, "three matrices of d x f weights"
 # -- one layer, input with and without a gradient -------------------------------------------------
 one = 2 * m * d * f                                 # the forward count of one d x f layer (I.2.A01)
 value("one_layer", one)
-value("one_layer_g", one / 1e9)
+value("one_layer_g", one / 1e9, unit="GFLOP")
 x_g = torch.empty(B, T, d, requires_grad=True, **META)
 lf, lb, _ = fwd_bwd(nn.Linear(d, f, bias=False, **META), x_g)
 lf0, lb0, _ = fwd_bwd(nn.Linear(d, f, bias=False, **META), x)
@@ -94,7 +94,7 @@ row("needs grad (dX and dW)", f"{lf:,}", f"{lb:,}", f"{r1:g}")
 row("needs no grad (dW only)", f"{lf0:,}", f"{lb0:,}", f"{r0:g}")
 # closed forms: dX = dY @ W is (m, f) @ (f, d); dW = dY^T @ X is (f, m) @ (m, d): each 2 m d f
 sanity("layer_grad_two_products", lf == one and lb == 2 * one,
-       "backward = dX (2 m f d) + dW (2 f m d) = twice the forward", operands=(lb, 2 * lf))
+       "backward = dX (2 m f d) + dW (2 f m d) = twice the forward", operands=(lb, 2 * lf), relation=("equal", "not"))
 sanity("layer_nograd_one_product", lf0 == one and lb0 == one,
        "without an input gradient only dW = dY^T X is computed: backward = forward", operands=(lb0, lf0))
 
@@ -102,17 +102,17 @@ sanity("layer_nograd_one_product", lf0 == one and lb0 == one,
 fwd, bwd, ops = fwd_bwd(mlp, x_g)
 mlp0 = SwiGLU(d, f, **META)
 fwd0, bwd0, ops0 = fwd_bwd(mlp0, x)
-value("fwd", fwd)
-value("fwd_g", fwd / 1e9)
-value("bwd_g", bwd / 1e9)
-value("bwd0_g", bwd0 / 1e9)
-value("step_g", (fwd + bwd) / 1e9)
+value("fwd", fwd, unit="FLOP")
+value("fwd_g", fwd / 1e9, unit="GFLOP")
+value("bwd_g", bwd / 1e9, unit="GFLOP")
+value("bwd0_g", bwd0 / 1e9, unit="GFLOP")
+value("step_g", (fwd + bwd) / 1e9, unit="GFLOP")
 ratio = value("block_ratio_grad", bwd / fwd, fixed=GRADS)
 ratio0 = value("block_ratio_nograd", bwd0 / fwd0, fixed=GRADS)
-value("saved_g", (bwd - bwd0) / 1e9)
-per_tok = value("step_per_token", (fwd + bwd) / m)
+value("saved_g", (bwd - bwd0) / 1e9, unit="GFLOP")
+per_tok = value("step_per_token", (fwd + bwd) / m, unit="FLOP")
 value("step_per_token_m", per_tok / 1e6)
-value("step_per_param", per_tok / n_params, fixed=GRADS)
+value("step_per_param", per_tok / n_params, unit="FLOP", fixed=GRADS)
 value("fwd_per_param", fwd / m / n_params, fixed=GRADS)
 value("bwd_per_param", bwd / m / n_params, fixed=GRADS)
 print("\nThe block (three layers): forward and backward FLOPs")
@@ -123,18 +123,18 @@ row("ops the counter saw", ", ".join(sorted(ops)))
 row("forward + backward per token", f"{per_tok:,.0f}", f"{per_tok / n_params:g} per weight")
 sanity("block_fwd_closed", fwd == fwd0 == 3 * one, "forward = three products of 2 m d f", operands=(fwd, 3 * one))
 sanity("block_grad_twice", bwd == 2 * fwd, "every layer computes dX and dW: backward = 2 x forward",
-       operands=(bwd, 2 * fwd))
+       operands=(bwd, 2 * fwd), relation=("not", "twice"))
 # without dX at the input, gate_proj and up_proj skip their dX; down_proj still needs dX (its input h
 # depends on the weights of gate and up): 3 dW + 1 dX = 4 products against 3 in the forward
 sanity("block_nograd_four_thirds", bwd0 == 4 * one and bwd - bwd0 == 2 * one,
        "first-layer block: 3 weight grads + 1 input grad (down_proj) = 4/3 of the forward",
-       operands=(bwd0, 4 * one))
+       operands=(bwd0, 4 * one), relation="not")
 sanity("six_per_param", fwd + bwd == 6 * m * n_params,
        "forward + backward = 6 FLOPs per weight per token when every gradient is needed",
-       operands=(per_tok, 6 * n_params))
+       operands=(per_tok, 6 * n_params), relation="equal")
 sanity("only_products_counted", ops == ops0 == {"mm"},
        "the counter sees only mm: SiLU, the product and their gradients add nothing to its count",
-       operands=(sorted(ops), ["mm"]))
+       operands=(sorted(ops), ["mm"]), relation="not")
 
 # -- the same block on real tensors at a small width -------------------------------------------------
 d_s = given("d_small", 64)
@@ -150,7 +150,7 @@ small0 = SwiGLU(d_s, f_s)
 xs0 = torch.randn(m_s, d_s)
 sf0, sb0, _ = fwd_bwd(small0, xs0)
 got0 = {n: p.grad is not None for n, p in small0.named_parameters()}
-value("small_fwd", sf)
+value("small_fwd", sf, unit="FLOP")
 value("small_bwd", sb)
 value("small_bwd0", sb0)
 value("small_x_grad", xs_grad)
@@ -164,16 +164,16 @@ sanity("small_real_ratios", sf == sf0 == 6 * m_s * d_s * f_s and sb == 2 * sf an
        "on real tensors the same ratios hold: 2 with an input gradient, 4/3 without", operands=(sb / sf, sb0 / sf0))
 sanity("small_real_grads", xs_grad and xs0.grad is None and all(got.values()) and all(got0.values()),
        "autograd filled every weight gradient both times, and x.grad only when x required it",
-       operands=(xs_grad, xs0.grad is not None))
+       operands=(xs_grad, xs0.grad is not None), relation="not")
 
 # -- variation: frozen weights (adapter fine-tuning), input with a gradient -----------------------------
 frozen = SwiGLU(d, f, **META).requires_grad_(False)
 ff, fb, _ = fwd_bwd(frozen, x_g)
 value("frozen_ratio", fb / ff, fixed=GRADS)
-value("frozen_bwd_g", fb / 1e9)
-value("frozen_step_g", (ff + fb) / 1e9)
+value("frozen_bwd_g", fb / 1e9, unit="GFLOP")
+value("frozen_step_g", (ff + fb) / 1e9, unit="GFLOP")
 value("frozen_vs_full", (ff + fb) / (fwd + bwd), fixed=GRADS)
 print("\nVariation: weights frozen, input needs grad")
 row("forward, backward", f"{ff:,}", f"{fb:,}", f"{fb / ff:g}")
 sanity("frozen_one_x", fb == ff == 3 * one, "frozen weights: only the three dX products, backward = forward",
-       operands=(fb, ff))
+       operands=(fb, ff), relation="not")

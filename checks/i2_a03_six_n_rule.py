@@ -113,7 +113,7 @@ row("parameters, all", f"{n_all:,}")
 row("N: without the embeddings", f"{N:,}")
 row("N_w: the blocks' weight matrices", f"{N_w:,}", "closed form", f"{12 * L * d * d:,}")
 sanity("n_w_closed", N_w == 12 * L * d * d, "per block 3d^2 + d^2 (attention) + 8d^2 (MLP) = 12 d^2",
-       operands=(N_w, 12 * L * d * d))
+       operands=(N_w, 12 * L * d * d), relation="not")
 
 # -- the count at the full context, split into its terms -------------------------------------------
 total = value("total", train_flops(model, C))
@@ -142,19 +142,20 @@ row("counted, output head", f"{head_:,.0f}", f"{head_ / six_n:.1%}")
 row("counted, total", f"{total:,.0f}", f"{total / six_n:.1%}")
 sanity("body_split", body == 6 * N_w + attn,
        "the body's count is exactly 6 N_w (weight products) + 12 L T d (attention products)",
-       operands=(body, 6 * N_w + attn))
+       operands=(body, 6 * N_w + attn), relation=("not", "equal"))
 sanity("head_closed", head_ == 6 * d * V, "the tied output head adds 6 d |V| per token", operands=(head_, 6 * d * V))
 sanity("rule_understates", body > six_n and err_body > tol,
-       "at GPT-2's own context 6N understates the body by more than the tolerance", operands=(body, six_n))
+       "at GPT-2's own context 6N understates the body by more than the tolerance", operands=(body, six_n),
+       relation=("falls", "larger", "smaller"))
 sanity("rule_short_of_total", total > six_n and math.isclose(err_total, (6 * N_w + attn + 6 * d * V) / (6 * N) - 1),
        "against the whole count 6N falls short by (6 N_w + 12 L T d + 6 d |V|) / 6N - 1",
-       operands=(err_total, (6 * N_w + attn + 6 * d * V) / (6 * N) - 1))
+       operands=(err_total, (6 * N_w + attn + 6 * d * V) / (6 * N) - 1), relation="falls")
 sanity("attn_share_closed", math.isclose(attn / six_n, 12 * L * C * d / (6 * N)) and attn / six_n < C / (6 * d),
        "12 L T d / 6N is a little under T / (6 d), because N is a little over 12 L d^2",
-       operands=(attn / six_n, C / (6 * d)))
+       operands=(attn / six_n, C / (6 * d)), relation=("grows", "falls"))
 sanity("head_over_attention", head_ > attn,
        "for GPT-2 small the output head costs more per token than the attention products at T = context",
-       operands=(head_, attn))
+       operands=(head_, attn), relation="larger")
 
 # -- where 6N stops being good: probe the counted body over T -----------------------------------
 # The body's count is L times one block's (embeddings, the final norm and the sum count nothing), so
@@ -173,13 +174,13 @@ sanity("body_is_L_blocks", L * block_flops(model.h[0], C) == body,
 one_head = Block(d, 1).to(device="meta")
 sanity("heads_do_not_count", block_flops(one_head, C) == block_flops(model.h[0], C),
        "splitting d into heads changes no count: one head of width d counts the same",
-       operands=(block_flops(one_head, C), block_flops(model.h[0], C)))
+       operands=(block_flops(one_head, C), block_flops(model.h[0], C)), relation=("not", "smaller"))
 T1, T2 = C // 4, C // 2
 f1, f2 = block_flops(model.h[0], T1), block_flops(model.h[0], T2)
 slope = (f2 - f1) / (T2 - T1)
 ARCH = "a property of the architecture and of training (forward + dX + dW), not of the sizes"
 value("attn_coeff", slope / d, fixed=ARCH)
-value("per_weight", (f1 - slope * T1) / (N_w / L), fixed=ARCH)
+value("per_weight", (f1 - slope * T1) / (N_w / L), unit="FLOP", fixed=ARCH)
 cache = {}
 
 
@@ -206,9 +207,9 @@ for T in sorted(cache):
 row("first T over the tolerance", f"{T_star:,}", "closed form", f"{closed:,}")
 sanity("threshold_probe_closed", T_star == closed and err_at(hi - 1) <= tol < err_at(hi),
        "the probe on real counts agrees with T* = floor(((1 + tol) 6N - 6 N_w) / (12 L d)) + 1",
-       operands=(T_star, closed))
+       operands=(T_star, closed), relation=("larger", "equal", "grows"))
 sanity("error_grows_with_T", all(cache[a] < cache[b] for a, b in itertools.pairwise(sorted(cache))),
-       "the error grows with T at every probed length", operands=(err_at(1), err_at(C)))
+       "the error grows with T at every probed length", operands=(err_at(1), err_at(C)), relation="grows")
 
 # -- the same count on real tensors -------------------------------------------------------------------
 L_s = given("L_small", 2)
@@ -217,7 +218,7 @@ T_s = given("T_small", 64)
 torch.manual_seed(0)
 real = build("cpu", vocab=V, context=C, d=d_s, layers=L_s, heads=heads)
 twin = build("meta", vocab=V, context=C, d=d_s, layers=L_s, heads=heads)
-real_total = value("real_total", train_flops(real, T_s))
+real_total = value("real_total", train_flops(real, T_s), unit="FLOP")
 meta_total = train_flops(twin, T_s)
 value("real_head_share", 6 * d_s * V / real_total)
 print(f"\nOn real tensors: L = {L_s}, d = {d_s}, T = {T_s}")
@@ -226,7 +227,7 @@ row("per token, meta", f"{meta_total:,.0f}")
 row("6 N_w + 12 L T d + 6 d |V|", f"{6 * matrix_weights(real) + 12 * L_s * T_s * d_s + 6 * d_s * V:,}")
 sanity("real_equals_meta", real_total == meta_total == 6 * matrix_weights(real) + 12 * L_s * T_s * d_s + 6 * d_s * V,
        "real and meta runs count the same, and the split holds at this size too",
-       operands=(real_total, meta_total))
+       operands=(real_total, meta_total), relation="equal")
 
 # -- variation: GPT-2 XL ----------------------------------------------------------------------------
 d_xl = fact("gpt2_xl_hidden", "d_xl", nudge=25)
@@ -247,6 +248,7 @@ row("N", f"{N_xl:,}")
 row("error of 6N, body / total", f"{body_xl / (6 * N_xl) - 1:+.2%}", f"{total_xl / (6 * N_xl) - 1:+.2%}")
 row("first T over the tolerance", f"{T_xl:,}")
 sanity("xl_body_split", body_xl == 6 * Nw_xl + 12 * L_xl * C * d_xl,
-       "the split holds for GPT-2 XL", operands=(body_xl, 6 * Nw_xl + 12 * L_xl * C * d_xl))
+       "the split holds for GPT-2 XL", operands=(body_xl, 6 * Nw_xl + 12 * L_xl * C * d_xl),
+       relation=("larger", "falls"))
 sanity("xl_threshold_later", T_xl > T_star and err_at(C) > body_xl / (6 * N_xl) - 1,
-       "the wider model tolerates a longer context: T* grows with d", operands=(T_xl, T_star))
+       "the wider model tolerates a longer context: T* grows with d", operands=(T_xl, T_star), relation="larger")

@@ -56,7 +56,7 @@ W = torch.randn(f, d, generator=g)                 # nn.Linear's layout: (out, i
 x = torch.randn(1, d, generator=g)
 y, sk_flops = counted(lambda: F.linear(x, W))
 sk_bytes = x.nbytes + W.nbytes + y.nbytes
-sk_I = value("skinny_intensity", sk_flops / sk_bytes)
+sk_I = value("skinny_intensity", sk_flops / sk_bytes, unit="FLOP/B")
 value("skinny_mflop", sk_flops / 1e6)
 value("skinny_mb", sk_bytes / 1e6)
 value("skinny_w_mib", W.nbytes / 2**20)
@@ -106,9 +106,10 @@ row("square product's intensity over ridge", f"{big_over:.1f}")
 
 sanity("skinny_below_ridge", sk_I < ridge < big_I,
        "the skinny product's intensity is below the measured ridge, the square product's above it",
-       operands=(sk_I, ridge))
+       operands=(sk_I, ridge), relation=("smaller", "larger"))
 sanity("skinny_far_from_peak", flops_ratio < 0.5,
-       "the skinny product reaches less than half the square product's FLOP/s", operands=(sk_gflops, peak))
+       "the skinny product reaches less than half the square product's FLOP/s", operands=(sk_gflops, peak),
+       relation="half")
 sanity("skinny_at_bandwidth", 0.25 <= bw_ratio <= 5,
        "its bytes/s are within a small factor of the copy bandwidth", operands=(sk_gbs, bw))
 

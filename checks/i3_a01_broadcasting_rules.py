@@ -106,7 +106,8 @@ sanity("result_is_max", all(
     results[i] == tuple(max(x, y) for x, y in zip((1,) * (len(r) - len(a)) + a, (1,) * (len(r) - len(b)) + b,
                                                   strict=True))
     for i, (_, a, b) in enumerate(PAIRS) if (r := results[i]) is not None),
-    "where the pair broadcasts, each axis of the result is the larger of the two aligned sizes")
+    "where the pair broadcasts, each axis of the result is the larger of the two aligned sizes",
+       relation=("largest", "differs", "larger", "not"))
 
 # the first mismatching axis of each refused pair, counted from the right
 for i in messages:
@@ -143,7 +144,7 @@ sanity("expand_shares", view.data_ptr() == bias.data_ptr() and expand_storage ==
 sanity("repeat_copies", copy.data_ptr() != bias.data_ptr() and repeat_storage == B * T * d * bias.element_size(),
        "repeat allocates B * T * d elements of its own")
 sanity("ratio_is_BT", ratio == B * T, "repeat takes B * T times the bias's bytes", operands=(ratio, B * T))
-sanity("same_values", torch.equal(view, copy), "the two hold the same values")
+sanity("same_values", torch.equal(view, copy), "the two hold the same values", relation="equal")
 
 # the sum with the hidden state is the same either way; the output is allocated both ways
 hidden = torch.randn(B, T, d)
@@ -151,7 +152,8 @@ sanity("sum_equal", torch.equal(hidden + bias, hidden + copy),
        "hidden + bias (broadcast) equals hidden + repeated bias exactly")
 out_bytes = value("out_mb", (hidden + bias).nbytes / MB)
 sanity("output_allocated", (hidden + bias).nbytes == copy.nbytes,
-       "the output of hidden + bias takes as many bytes as the repeated bias", operands=(out_bytes, copy.nbytes / MB))
+       "the output of hidden + bias takes as many bytes as the repeated bias", operands=(out_bytes, copy.nbytes / MB),
+       relation="not")
 
 # writing in place into the stretched view is refused: every row is the same memory
 step = 1.0
@@ -180,7 +182,7 @@ for i in messages:
 sanity("var_all_run", len(var_shapes) == len(messages) and all(
     r == my_broadcast(*[tuple(Bv if (x == B and k == 0) else x for k, x in enumerate(s)) for s in PAIRS[i][1:]])
     for i, r in zip(messages, var_shapes, strict=True)),
-    "with B = T every refused pair runs, and the rule by hand agrees with the op")
+    "with B = T every refused pair runs, and the rule by hand agrees with the op", relation="equal")
 big = bias.to("meta").repeat(Bv, T, 1)
 value("var_repeat_gb", big.nbytes / 10**9)
 row("bias.repeat(T, T, 1)", str(tuple(big.shape)), "", f"{big.nbytes / 10**9:.2f} GB")

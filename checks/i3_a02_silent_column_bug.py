@@ -93,11 +93,13 @@ row("right + 2 cov(p, y)", f"{(right + 2 * cov).item():.4f}")
 sanity("diff_is_square", tuple(diff.shape) == tuple(torch.broadcast_shapes(pred.shape, y.shape)) == (B, B),
        "(B, 1) - (B,) broadcasts to (B, B)", operands=(tuple(diff.shape), (B, B)))
 sanity("wrong_closed_form", torch.allclose(wrong, closed, rtol=1e-5),
-       "the mean over all pairs equals var p + var y + (mean p - mean y)^2", operands=(wrong, closed))
+       "the mean over all pairs equals var p + var y + (mean p - mean y)^2", operands=(wrong, closed),
+       relation=("equal", "larger"))
 sanity("gap_is_two_cov", torch.allclose(wrong - right, 2 * cov, rtol=1e-4, atol=1e-6),
        "the bug adds 2 cov(p, y) to the right loss", operands=(wrong - right, 2 * cov))
 sanity("wrong_larger", wrong > right and cov > 0,
-       "for a model whose predictions follow the targets, the buggy loss is larger", operands=(wrong, right))
+       "for a model whose predictions follow the targets, the buggy loss is larger", operands=(wrong, right),
+       relation="larger")
 
 # -- the gradients at the start of training -------------------------------------------------------
 p0 = model0(X).detach().requires_grad_(True)
@@ -110,14 +112,16 @@ value("grad_bug_norm", g_bug.norm())
 value("grad_right_norm", g_right.norm())
 sanity("grad_bug_smaller", g_bug.norm() < g_right.norm() and (p0.detach() - y.mean()).abs().mean() < (
     p0.detach().squeeze(-1) - y).abs().mean(), "at initialisation the predictions are nearer the mean target than "
-    "their own targets, so the buggy gradient is the smaller", operands=(g_bug.norm(), g_right.norm()))
+    "their own targets, so the buggy gradient is the smaller", operands=(g_bug.norm(), g_right.norm()),
+       relation="smaller")
 print("\nGradient of each loss with respect to the predictions, at initialisation")
 row("i", "p_i", "y_i", "bug", "closed form", "right", cw=12, w=4)
 for i in range(B):
     row(str(i), f"{p0[i, 0]:.3f}", f"{y[i]:.3f}", f"{g_bug[i, 0]:.4f}", f"{g_bug_closed[i]:.4f}",
         f"{g_right[i, 0]:.4f}", cw=12, w=4)
 sanity("grad_bug_closed", torch.allclose(g_bug.squeeze(-1), g_bug_closed, atol=1e-6),
-       "the buggy gradient is 2/B (p_i - mean y): each prediction is pulled to the mean target")
+       "the buggy gradient is 2/B (p_i - mean y): each prediction is pulled to the mean target",
+       relation=("not", "equal"))
 print(f"  the closed form of the bug uses the mean target, mean y = {y.mean():.4f}")
 sanity("grad_right_closed", torch.allclose(g_right.squeeze(-1), g_right_closed, atol=1e-6),
        "the right gradient is 2/B (p_i - y_i)")
@@ -144,7 +148,7 @@ mse_bug = F.mse_loss(pb, y)
 w_bug, w_right = trained["bug"].weight.detach().norm(), trained["right"].weight.detach().norm()
 sanity("bug_learns_mean", w_bug < 0.01 * w_right and abs(pb.mean() - y.mean()) < 1e-3,
        "the buggy loss drives the weights to zero (under 1% of the right model's) and the mean prediction"
-       " to the mean target", operands=(pb.mean(), y.mean()))
+       " to the mean target", operands=(pb.mean(), y.mean()), relation="equal")
 sanity("bug_mse_is_var_y", torch.allclose(mse_bug, pvar(y), rtol=1e-2) and mse_bug > 2 * F.mse_loss(
     trained["right"](X).detach().squeeze(-1), y),
     "the model trained with the bug has the error of predicting the mean: var y", operands=(mse_bug, pvar(y)))
@@ -159,7 +163,8 @@ print(f"\nF.mse_loss(pred, target) = {via_mse.item():.4f}, with {len(caught)} wa
 for msg_ in msgs:
     print(f"  {msg_}")
 sanity("mse_warns", len(caught) == 1 and issubclass(caught[0].category, UserWarning)
-       and "broadcasting" in str(caught[0].message), "F.mse_loss warns with a UserWarning about broadcasting")
+       and "broadcasting" in str(caught[0].message), "F.mse_loss warns with a UserWarning about broadcasting",
+       relation="not")
 sanity("mse_same_wrong", torch.allclose(via_mse, wrong), "F.mse_loss still returns the broadcast (wrong) value",
        operands=(via_mse, wrong))
 with warnings.catch_warnings(record=True) as caught2:
@@ -178,21 +183,22 @@ print("  warn on the same shapes:", ", ".join(f"F.{k}: {v}" for k, v in other.it
 sanity("others_warn", all(other.values()), "F.l1_loss, F.smooth_l1_loss and F.huber_loss warn the same way")
 sanity("assertion_catches", torch.broadcast_shapes(pred.shape, y.shape) != y.shape
        and torch.broadcast_shapes(pred.squeeze(-1).shape, y.shape) == y.shape,
-       "broadcast_shapes(pred, target) == target.shape fails on the bug and holds on the fix")
+       "broadcast_shapes(pred, target) == target.shape fails on the bug and holds on the fix", relation="not")
 sanity("order_irrelevant", torch.equal((y - pred) ** 2, (pred - y) ** 2),
-       "target - pred broadcasts to the same square: entry (i, j) is y_j - p_i, the same squared")
+       "target - pred broadcasts to the same square: entry (i, j) is y_j - p_i, the same squared",
+       relation=("equal", "not"))
 sanity("sum_scales_B2", torch.allclose(((pred - y) ** 2).sum(), B * B * wrong)
        and torch.allclose(((pred.squeeze(-1) - y) ** 2).sum(), B * right),
        "a sum instead of a mean scales the buggy loss by B^2 and the right one by B")
 const_p = torch.full_like(pred, y.mean().item() + 0.3)        # a model that ignores its input
 sanity("constant_hides", torch.allclose(loss_bug(const_p, y), loss_right(const_p, y)),
        "with constant predictions the covariance is zero and the two losses agree",
-       operands=(loss_bug(const_p, y), loss_right(const_p, y)))
+       operands=(loss_bug(const_p, y), loss_right(const_p, y)), relation="not")
 
 # with one example the bug cannot show: (1, 1) - (1,) -> (1, 1), one pair, the right one
 one_wrong, one_right = loss_bug(pred[:1], y[:1]), loss_right(pred[:1], y[:1])
 sanity("one_example_hides", torch.equal(one_wrong, one_right),
-       "with B = 1 the buggy and the right loss are equal", operands=(one_wrong, one_right))
+       "with B = 1 the buggy and the right loss are equal", operands=(one_wrong, one_right), relation=("equal", "not"))
 
 # -- variation: predictions that move against the targets -----------------------------------------
 anti = -pred                                               # Cov(-p, y) = -Cov(p, y) < 0

@@ -77,7 +77,7 @@ for name, dt in FMT.items():
     row(name, f"{fi.eps:.3g}", int(bits), f"{predicted:,.0f}", f"{probe:,.0f}")
     sanity(f"{name}_probe_matches", probe == predicted and at_point,
            f"{name}: the running sum stops at 2 / eps, and one add at that point is lost",
-           operands=(probe, predicted))
+           operands=(probe, predicted), relation=("smaller", "not"))
 
 sp = torch.tensor(stalls["fp16"], dtype=torch.float16)
 spacing = value("fp16_spacing_at_stall", (torch.nextafter(sp, torch.tensor(math.inf, dtype=torch.float16)) - sp).item(),
@@ -86,14 +86,14 @@ below = torch.tensor(stalls["fp16"] / 2, dtype=torch.float16)
 value("fp16_spacing_below", (torch.nextafter(below, torch.tensor(math.inf, dtype=torch.float16)) - below).item(),
       fixed=FORMAT)
 sanity("spacing_two", spacing == 2 * 1.0, "the fp16 spacing at the stall point is 2, twice the added 1",
-       operands=(spacing, 2.0))
+       operands=(spacing, 2.0), relation=("smaller", "twice"))
 value("fp16_lost", n_ones - stalls["fp16"])
 value("fp16_lost_frac", 1 - stalls["fp16"] / n_ones)
 ratio = value("stall_ratio", stalls["fp16"] / stalls["bf16"],
               fixed="2^(10 - 7): the two formats' mantissa widths")
 sanity("bf16_earlier", stalls["bf16"] < stalls["fp16"] and ratio == torch.finfo(torch.bfloat16).eps
        / torch.finfo(torch.float16).eps, "bf16 stalls earlier, by the ratio of the two eps",
-       operands=(stalls["bf16"], stalls["fp16"]))
+       operands=(stalls["bf16"], stalls["fp16"]), relation="smaller")
 print(f"\n{n_ones:,} ones added one at a time: fp16 ends at {stalls['fp16']:,.0f}, bf16 at {stalls['bf16']:,.0f}")
 
 # -- Step 2: torch.sum on fp16 does not stall ----------------------------------------------------
@@ -104,7 +104,7 @@ tsum = value("torch_sum_ones", s16.item())
 value("torch_sum_ones_fp32", ones16.sum(dtype=torch.float32).item())
 sanity("sum_no_stall", tsum == float(torch.tensor(float(n_ones), dtype=torch.float16)) and tsum > stalls["fp16"],
        "torch.sum of n fp16 ones returns n (rounded once to fp16), far past the stall",
-       operands=(tsum, stalls["fp16"]))
+       operands=(tsum, stalls["fp16"]), relation="equal")
 
 g = torch.Generator().manual_seed(0)
 r16 = torch.rand(n_ones, generator=g).half()
@@ -114,7 +114,8 @@ value("rand_sum_fp16", r16.sum())
 value("rand_sum_seq16", float(seq16), dtype="float16")
 value("rand_sum_exact", math.fsum(r16.double().tolist()))
 sanity("sum_is_fp32_rounded_once", torch.equal(r16.sum(), once),
-       "torch.sum of an fp16 tensor equals the fp32 sum rounded once to fp16", operands=(r16.sum(), once))
+       "torch.sum of an fp16 tensor equals the fp32 sum rounded once to fp16", operands=(r16.sum(), once),
+       relation="equal")
 
 x = torch.tensor([big, big, -big, -big], dtype=torch.float16)
 acc = torch.zeros((), dtype=torch.float16)
@@ -136,9 +137,9 @@ row("torch.cumsum (fp16 out)", *(f"{s:,.0f}" for s in cs.tolist()))
 row("torch.sum", f"{x.sum().item():,.0f}")
 sanity("overflow_on_the_way", x[:2].float().sum() > torch.finfo(torch.float16).max and math.isinf(steps16[-1]),
        "the partial sum 2 big exceeds the fp16 maximum: the fp16 running sum is inf",
-       operands=(x[:2].float().sum().item(), torch.finfo(torch.float16).max))
+       operands=(x[:2].float().sum().item(), torch.finfo(torch.float16).max), relation=("larger", "largest"))
 sanity("sum_survives", x.sum().item() == 0.0 and cs[-1].item() == 0.0 and math.isinf(cs[1].item()),
-       "torch.sum and torch.cumsum return 0: their running sum is wider than fp16")
+       "torch.sum and torch.cumsum return 0: their running sum is wider than fp16", relation="not")
 
 # -- Step 3: naive against pairwise in fp32 ------------------------------------------------------
 u = np.finfo(np.float32).eps / 2                           # unit roundoff of fp32
@@ -168,7 +169,7 @@ for n in sizes:
         f"{(n - 1) * u:.1e}", f"{math.ceil(math.log2(n)) * u:.1e}", w=10, cw=11)
 
 sanity("cumsum_is_sequential", check_loop[0] == check_loop[1],
-       "np.cumsum in fp32 equals an explicit left-to-right loop of fp32 adds", operands=check_loop)
+       "np.cumsum in fp32 equals an explicit left-to-right loop of fp32 adds", operands=check_loop, relation="equal")
 top, bottom = table[sizes[-1]], table[sizes[0]]
 value("naive_err", top["naive"], dtype="float32")
 value("pair_err", top["pairwise"], dtype="float32")
@@ -184,21 +185,22 @@ growth = value("naive_growth", top["naive"] / bottom["naive"])
 size_ratio = value("size_ratio", sizes[-1] / sizes[0])
 slope = value("naive_slope", math.log(growth) / math.log(size_ratio))
 sanity("naive_under_bound", all(table[n]["naive"] <= (n - 1) * u for n in sizes),
-       "the naive error stays under (n - 1) u at every n", operands=(top["naive"], (n_long - 1) * u))
+       "the naive error stays under (n - 1) u at every n", operands=(top["naive"], (n_long - 1) * u),
+       relation=("larger", "grows"))
 sanity("pair_under_bound", all(table[n]["pairwise"] <= math.ceil(math.log2(n)) * u for n in sizes),
        "the pairwise error stays under ceil(log2 n) u at every n",
        operands=(top["pairwise"], math.ceil(math.log2(n_long)) * u))
 sanity("naive_worse", top["naive"] > 30 * top["pairwise"],
        "at the largest n the naive error is more than 30 times the pairwise error",
-       operands=(top["naive"], top["pairwise"]))
+       operands=(top["naive"], top["pairwise"]), relation="largest")
 sanity("naive_grows", growth > 10, "the naive error grows more than tenfold over the range of n",
-       operands=(top["naive"], bottom["naive"]))
+       operands=(top["naive"], bottom["naive"]), relation=("larger", "grows"))
 sanity("naive_like_sqrt", 0.3 < slope < 0.7,
        "the naive RMS error grows about as sqrt(n): the rounding errors have random signs",
-       operands=(slope, 0.5))
+       operands=(slope, 0.5), relation="not")
 sanity("libraries_pairwise", max(top["np"], top["torch"]) < top["naive"] / 10,
        "np.sum and torch.sum are far more accurate than the naive loop: they do not add left to right",
-       operands=(max(top["np"], top["torch"]), top["naive"]))
+       operands=(max(top["np"], top["torch"]), top["naive"]), relation=("not", "larger"))
 sanity("f64_reference", top["f64"] < 1e-12, "the fp64 sum agrees with math.fsum to 1e-12",
        operands=(top["f64"], 1e-12))
 
@@ -259,4 +261,4 @@ print(f"\nVariation: fp16 sum of {step_var} stalls at {stall_v:,.0f};"
       f" {n_long:,} copies of {const} in fp32: naive {naive_c:.2e}, pairwise {pair_c:.2e}")
 sanity("const_naive_systematic", naive_c > 10 * top["naive"] and naive_c < (n_long - 1) * u,
        "with a constant summand the naive errors share a sign: far above the random case, under the bound",
-       operands=(naive_c, top["naive"]))
+       operands=(naive_c, top["naive"]), relation="equal")

@@ -58,11 +58,12 @@ value("zeros_under", 1 - mu_zeros.item() / mu.item())
 value("means_over", mu_of_means.item() / mu.item() - 1)
 sanity("mean_three_routes", torch.allclose(mu, mu_idx) and torch.allclose(mu, mu_weighted),
        "masked sum / count = loss[mask].mean() = length-weighted mean of the per-sequence means",
-       operands=(mu, mu_idx))
+       operands=(mu, mu_idx), relation="equal")
 sanity("zeros_closed_form", torch.allclose(mu_zeros, mu * n / N),
-       "with zeros in the denominator the mean is the right mean times n / N", operands=(mu_zeros, mu * n / N))
+       "with zeros in the denominator the mean is the right mean times n / N", operands=(mu_zeros, mu * n / N),
+       relation="equal")
 sanity("zeros_smaller", mu_zeros < mu, "the mean with padding in the denominator is smaller",
-       operands=(mu_zeros, mu))
+       operands=(mu_zeros, mu), relation=("smaller", "larger"))
 # mean of means - token mean = -Cov(L, mu_b) / mean(L): short sequences weigh as much as long ones
 cov_L = ((L - L.float().mean()) * (seq_mean - seq_mean.mean())).mean()
 gap_closed = -cov_L / L.float().mean()
@@ -71,7 +72,8 @@ value("mean_gap_closed", gap_closed)
 sanity("means_gap_closed_form", torch.allclose(mu_of_means - mu, gap_closed, atol=1e-6),
        "mean of means - token mean = -Cov(L, per-sequence mean) / mean L", operands=(mu_of_means - mu, gap_closed))
 sanity("means_larger", mu_of_means > mu and cov_L < 0,
-       "short sequences have the higher mean loss, so the mean of means is larger", operands=(mu_of_means, mu))
+       "short sequences have the higher mean loss, so the mean of means is larger", operands=(mu_of_means, mu),
+       relation="larger")
 value("short_mean", seq_mean[L.argmin()])
 value("long_mean", seq_mean[L.argmax()])
 
@@ -89,14 +91,14 @@ value("var_wrong_mean", var_wrong_mean)
 value("var_zeros_ratio", (var_zeros / var).item())
 value("var_unbiased", loss[mask].var())
 sanity("var_two_routes", torch.allclose(var, var_idx), "masked variance = loss[mask].var(correction=0)",
-       operands=(var, var_idx))
+       operands=(var, var_idx), relation="equal")
 sanity("var_zeros_closed_form", torch.allclose(var_zeros, var_zeros_closed, rtol=1e-5),
        "with the zeros: p var + p (1 - p) mu^2, p = n / N", operands=(var_zeros, var_zeros_closed))
 sanity("var_zeros_larger", var_zeros > var, "the zeros widen the spread: the variance with them is larger",
        operands=(var_zeros, var))
 sanity("var_wrong_mean_closed", torch.allclose(var_wrong_mean, var + (mu - mu_zeros) ** 2, rtol=1e-5)
        and var_wrong_mean > var, "around the wrong mean: var + (mu - mu_zeros)^2, larger",
-       operands=(var_wrong_mean, var + (mu - mu_zeros) ** 2))
+       operands=(var_wrong_mean, var + (mu - mu_zeros) ** 2), relation="larger")
 
 print("\nReductions of the per-token loss")
 row("", "value")
@@ -120,7 +122,7 @@ value("rowsum_keep_shape", rs_k.shape, fixed=BATCH)
 shares = loss / rs_k                                            # each row sums to one
 value("shares_shape", shares.shape)
 sanity("keepdim_is_unsqueeze", torch.equal(rs_k, rs.unsqueeze(1)) and torch.equal(rs_k, rs[:, None]),
-       "sum(1, keepdim=True) equals sum(1) followed by unsqueeze(1) or [:, None]")
+       "sum(1, keepdim=True) equals sum(1) followed by unsqueeze(1) or [:, None]", relation="equal")
 sanity("rows_sum_to_one", torch.allclose(shares.sum(1), torch.ones(B)), "with keepdim the rows sum to one")
 try:
     loss / rs
@@ -128,7 +130,7 @@ try:
 except RuntimeError as exc:
     err = str(exc).splitlines()[0]
 print(f"\nloss {tuple(loss.shape)} / loss.sum(1) {tuple(rs.shape)}:\n  RuntimeError: {err}")
-sanity("no_keepdim_raises", "must match" in err, "(B, T) / (B,) raises when T != B")
+sanity("no_keepdim_raises", "must match" in err, "(B, T) / (B,) raises when T != B", relation="not")
 
 sq = loss[:, :B]                                                # a square (B, B) batch: B tokens each
 sq_rs = sq.sum(1)
@@ -141,7 +143,7 @@ sanity("silent_divides_columns", torch.allclose(silent, sq / sq_rs[None, :]),
        "(B, B) / (B,) divides column j by the sum of row j")
 sanity("silent_wrong", not torch.allclose(silent.sum(1), torch.ones(B)) and torch.allclose(right_sq.sum(1),
        torch.ones(B)), "the silent result's rows do not sum to one; keepdim's do",
-       operands=(silent.sum(1).tolist(), right_sq.sum(1).tolist()))
+       operands=(silent.sum(1).tolist(), right_sq.sum(1).tolist()), relation="not")
 print(f"square (B, B) = {tuple(sq.shape)} / row sums (B,): runs; row sums of the result:",
       ", ".join(f"{x:.3f}" for x in silent.sum(1).tolist()))
 
@@ -153,7 +155,7 @@ eq_masked = (full * torch.ones_like(m)).sum() / torch.ones_like(m).sum()
 value("eq_mu", eq_mu)
 value("eq_means", eq_means)
 sanity("eq_all_agree", torch.allclose(eq_mu, eq_means) and torch.allclose(eq_mu, eq_masked),
-       "with equal lengths and no padding the three means agree", operands=(eq_mu, eq_means))
+       "with equal lengths and no padding the three means agree", operands=(eq_mu, eq_means), relation=("equal", "not"))
 print(f"\nVariation, no padding: mean {eq_mu.item():.4f}, mean of means {eq_means.item():.4f}")
 
 # -- where this breaks: an empty sequence, and mean pooling ----------------------------------------

@@ -102,11 +102,11 @@ for name, eq, ops, ref, _code in CASES:
     if contracts(eq):
         sanity(f"{key}_flops_rule", counted == r == counted_ref,
                f"{eq}: FlopCounterMode counts 2 x the product of all index sizes, as for the dedicated op",
-               operands=(counted, r))
+               operands=(counted, r), relation="equal" if key == "matmul" else None)
     else:
         sanity(f"{key}_not_counted", counted == 0 == counted_ref and r > 0,
                f"{eq}: no index is shared and summed, FlopCounterMode counts nothing for it or the op",
-               operands=(counted, r))
+               operands=(counted, r), relation=("larger", "not") if key == "trace" else None)
 contracting = [eq for _, eq, *_ in CASES if contracts(eq)]
 print("ops FlopCounterMode saw for the contracting strings:", ", ".join(f"{eq}: {OPS[eq]}" for eq in contracting))
 sanity("contractions_are_bmm", all(OPS[eq] == ["aten.bmm"] for eq in contracting)
@@ -116,11 +116,12 @@ value("max_diff", maxdiff)
 value("n_cases", len(CASES), fixed="the number of einsum strings in the table")
 value("n_counted", sum(contracts(eq) for _, eq, *_ in CASES), fixed="which strings contract: set by the strings")
 sanity("all_allclose", all(agree) and maxdiff < 1e-12, "every einsum agrees with its dedicated op (allclose, fp64)",
-       operands=(maxdiff, 1e-12))
+       operands=(maxdiff, 1e-12), relation=("largest", "not"))
 sanity("permutation_is_view", torch.einsum("td->dt", a2).data_ptr() == a2.data_ptr()
        and torch.einsum("ii->i", sq).data_ptr() == sq.data_ptr()
        and torch.einsum("td->dt", a2).stride() == a2.T.stride(),
-       "a transpose and a diagonal written as einsum return views, with the strides of a.T and torch.diagonal")
+       "a transpose and a diagonal written as einsum return views, with the strides of a.T and torch.diagonal",
+       relation="not")
 
 # -- at Llama 2 7B's attention shapes (meta tensors: shapes only) --------------------------------
 d = fact("llama2_7b_hidden", "d")
@@ -168,7 +169,8 @@ sanity("chain_order", (chain == left_first_closed) if not opt else (chain == rig
        "without opt_einsum torch contracts left to right: 2 d^3 + 2 d^2 FLOPs",
        operands=(chain, left_first_closed))
 sanity("right_first_cheaper", right_first == right_first_closed and right_first < chain / 1000,
-       "W v first, then x (W v): 4 d^2 FLOPs, over a thousand times fewer", operands=(right_first, chain))
+       "W v first, then x (W v): 4 d^2 FLOPs, over a thousand times fewer", operands=(right_first, chain),
+       relation=("smaller", "not"))
 
 # -- variation: the second matmul of attention, weights times values -------------------------------
 pm = torch.empty(b, Hm, Tm, Tm, device="meta", dtype=torch.bfloat16)
@@ -180,4 +182,4 @@ value("attn_flops", counted_pv + counted_m)
 print(f"\nVariation: einsum('bhts,bhsd->bhtd') -> {tuple(om.shape)}: {counted_pv:,} FLOPs")
 sanity("pv_equals_scores", counted_pv == counted_m == rule("bhts,bhsd->bhtd", pm, vm),
        "the weighted sum of values has the same index set, so the same FLOPs as the scores",
-       operands=(counted_pv, counted_m))
+       operands=(counted_pv, counted_m), relation="differs")

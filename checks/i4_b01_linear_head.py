@@ -46,7 +46,7 @@ row("weight shape", str(tuple(head.weight.shape)))
 row("parameters", f"{n_params:,}")
 row("fp32 MB / bf16 MB", f"{w_bytes / MB:.1f}", f"{w_bytes / 2 / MB:.1f}")
 row("with a bias (meta)", f"{value('bias_extra', with_bias.bias.numel()):,} more")
-sanity("params_two_routes", n_params == d * V == head.weight.numel(), "parameters = d * |V|")
+sanity("params_two_routes", n_params == d * V == head.weight.numel(), "parameters = d * |V|", relation="equal")
 
 # -- the forward pass ---------------------------------------------------------------------------
 with torch.no_grad():                              # inference: no autograd graph
@@ -72,7 +72,7 @@ ein = torch.einsum("nd,vd->nv", hf, head.weight)
 diff = value("einsum_maxdiff", (ein - logits.reshape(-1, V)[idx]).abs().max().item())
 row("max |logits - einsum|", f"{diff:.2e}")
 sanity("matches_einsum", diff < 1e-4, "logits[n, v] = sum_k h[n, k] * W[v, k]",
-       operands=(ein.sum().item(), logits.reshape(-1, V)[idx].sum().item()))
+       operands=(ein.sum().item(), logits.reshape(-1, V)[idx].sum().item()), relation=("largest", "equal"))
 
 # each position's logits depend only on that position: run the first 64 positions of sequence 0 alone
 with torch.no_grad():
@@ -83,7 +83,7 @@ value("alone_positions", alone.shape[1], fixed="the size of the sub-batch the ch
 value("alone_maxdiff", d_alone, fixed=ALONE)
 row("max |head(h[:1, :64]) - logits[:1, :64]|", f"{d_alone:.2e}", w=42, cw=4)
 sanity("rows_independent", d_alone < 1e-4, "a sub-batch gives the same logits for its positions",
-       operands=(alone.sum().item(), logits[:1, :64].sum().item()))
+       operands=(alone.sum().item(), logits[:1, :64].sum().item()), relation="not")
 del logits, alone
 
 # -- scaling with the batch (meta tensors: shapes and bytes, no storage) ------------------------
@@ -111,12 +111,13 @@ value("B_scan_max", B_MAX, fixed="the end of the scan the check chooses")
 value("logits_B64", scan[B_MAX][1])
 value("ratio_B64", scan[B_MAX][1] / scan[B_MAX][0])
 sanity("params_fixed", len({p for p, _ in scan.values()}) == 1, "the parameter count is the same for every B",
-       operands=(scan[1][0], scan[B_MAX][0]))
+       operands=(scan[1][0], scan[B_MAX][0]), relation=("larger", "grows"))
 sanity("logits_linear", all(n == b * T * V for b, (_, n) in scan.items()), "logit elements = B * T * |V|",
        operands=(scan[B_MAX][1], B_MAX * T * V))
 sanity("crossover", b_cross == math.floor(b_eq) + 1 and (d % T != 0 or scan[b_cross - 1][1] == scan[b_cross - 1][0]),
        "the first B whose logits outnumber the weights, found on the layer, is the first integer past d / T; "
-       "where T divides d the counts are equal one sequence before", operands=(b_cross, b_eq))
+       "where T divides d the counts are equal one sequence before", operands=(b_cross, b_eq),
+       relation=("equal", "larger"))
 
 # -- variation: Llama 3 8B head at its full context ----------------------------------------------
 V3 = fact("llama3_8b_vocab", "V3")

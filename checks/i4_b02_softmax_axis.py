@@ -75,11 +75,11 @@ sanity("time_mean", math.isclose(res["time"]["vmean"], V / T, rel_tol=1e-4),
 sanity("batch_mean", math.isclose(res["batch"]["vmean"], V / B, rel_tol=1e-4),
        "dim=0: total mass T*|V| spread over B*T positions, mean |V|/B")
 sanity("ce_matches_vocab", abs(ce - res["vocab"]["loss"]) < 1e-4, "the dim=-1 loss equals F.cross_entropy",
-       operands=(res["vocab"]["loss"], ce))
+       operands=(res["vocab"]["loss"], ce), relation=("half", "equal"))
 sanity("wrong_loss_plausible",
        0 < res["time"]["loss"] < res["vocab"]["loss"] and 0 < res["batch"]["loss"] < res["vocab"]["loss"],
        "the wrong-axis losses are finite and lower than the right one: nothing looks broken",
-       operands=(res["time"]["loss"], res["vocab"]["loss"]))
+       operands=(res["time"]["loss"], res["vocab"]["loss"]), relation="smaller")
 half_var = value("half_var", z.var().item() / 2)   # sigma^2 / 2 of the logits: E[lse] ~ ln n + sigma^2/2
 value("ln_T_plus_half", math.log(T) + 0.5)
 value("ln_V_plus_half", math.log(V) + 0.5)
@@ -106,7 +106,7 @@ del p_implicit
 sanity("implicit_is_batch", implicit_dim == 0 and "Implicit dimension" in msg and "deprecated" in msg
        and caught[0].category is UserWarning and not issubclass(caught[0].category, DeprecationWarning),
        "F.softmax without dim picks dim 0 for a 3-D tensor and warns with a UserWarning, not a DeprecationWarning",
-       operands=(implicit_dim, category))
+       operands=(implicit_dim, category), relation="not")
 
 z1, y1 = z[:1], y[:1]
 with warnings.catch_warnings():

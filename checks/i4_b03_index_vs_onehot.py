@@ -72,8 +72,8 @@ row("F.one_hot(y).float()", str(tuple(onehot_f.shape)), "float32", f"{onehot_f.n
 row("one-hot int64 / index int64", f"{ratio:,.0f}")
 row("non-zeros in the one-hot", f"{nonzero:,} of {onehot.numel():,}")
 sanity("bytes_two_routes", onehot.nbytes == N * V * 8 and y.nbytes == N * 8 and onehot_f.nbytes == N * V * 4,
-       ".nbytes equals numel * element_size for every tensor")
-sanity("one_per_row", nonzero == N and bool((onehot.sum(-1) == 1).all()), "exactly one 1 per row")
+       ".nbytes equals numel * element_size for every tensor", relation="equal")
+sanity("one_per_row", nonzero == N and bool((onehot.sum(-1) == 1).all()), "exactly one 1 per row", relation="equal")
 sanity("ratio_is_V", ratio == V, "int64 one-hot / int64 index = |V|", operands=(ratio, V))
 
 # F.one_hot's dtype: call it on indices of every integer dtype
@@ -92,7 +92,7 @@ value("one_hot_rejected_dtypes", len(oh_err),
       fixed="the integer dtypes other than int64 the check tries, each rejected")
 sanity("one_hot_int64_only", list(oh_out) == [torch.int64] and oh_out[torch.int64] == torch.int64,
        "F.one_hot returns int64 and rejects int32, int16 and uint8 indices",
-       operands=(str(oh_out.get(torch.int64)), len(oh_err)))
+       operands=(str(oh_out.get(torch.int64)), len(oh_err)), relation="smaller")
 
 # -- the loss two ways -------------------------------------------------------------------------
 logp = torch.log_softmax(z, dim=-1)
@@ -113,7 +113,7 @@ row("gather vs one-hot contraction", f"{d1:.1e}")
 row("gather vs F.cross_entropy(z, y)", f"{d2:.1e}")
 row("cross_entropy index vs probability targets", f"{d3:.1e}")
 sanity("four_routes_agree", max(d1, d2, d3) < 1e-4, "gather, one-hot contraction and both cross_entropy forms agree",
-       operands=(by_gather.mean().item(), by_onehot.mean().item()))
+       operands=(by_gather.mean().item(), by_onehot.mean().item()), relation="largest")
 
 t_gather = median_time(lambda lp=logp: lp.gather(1, y[:, None]))
 t_onehot = median_time(lambda lp=logp: (onehot_f * lp).sum(-1))
@@ -125,7 +125,7 @@ row("gather", f"{t_gather * 1e3:.3f} ms")
 row("one-hot multiply and sum", f"{t_onehot * 1e3:.3f} ms")
 row("ratio", f"{speedup:,.0f}x")
 sanity("gather_faster", t_onehot > 100 * t_gather, "the gather is more than 100x faster than the contraction",
-       operands=(t_onehot, t_gather))
+       operands=(t_onehot, t_gather), relation=("slower", "faster", "larger"))
 del logp, by_onehot, ce_prob
 
 # -- the embedding lookup: the same gather replacing a matmul -------------------------------------
@@ -142,7 +142,7 @@ print(f"\nEmbedding lookup for {rows} positions: one_hot @ E equals E[y] exactly
 row("FLOPs of one_hot @ E for all N", f"{2 * N * V * d:.3e}")
 row("values copied by E[y] for all N", f"{N * d:,}")
 sanity("emb_exact", torch.equal(via_matmul, via_index) and torch.equal(via_index, emb),
-       "one-hot matmul, indexing and F.embedding give identical rows")
+       "one-hot matmul, indexing and F.embedding give identical rows", relation="equal")
 
 # -- dtype of the targets -------------------------------------------------------------------------
 try:

@@ -146,7 +146,7 @@ for name, dt in DTYPES.items():
     row(name, f"{x_ok:.8g}", fmt(e_ok), f"{x_inf:.8g}", f"{lim[name]['ln_max']:.4f}")
     sanity(f"exp_line_{name}", x_ok <= lim[name]["ln_max"] < x_inf,
            f"ln(max) of {name} lies between the last stored x with a finite exp and the first with inf",
-           operands=(x_ok, lim[name]["ln_max"]))
+           operands=(x_ok, lim[name]["ln_max"]), relation="smaller" if name == "fp32" else None)
 
 # -- Step 2: row A, confident and right: the denominator overflows ----------------------------
 others = value("others", V - 1)
@@ -169,7 +169,7 @@ value("sA_line_fp16", sA_bad, fixed=LINE)
 print(f"  bisection on the naive fp16 loss: finite at s = {sA_ok}, not finite from s = {sA_bad}")
 sanity("fp16_pred_brackets", sA_ok < pred_fp16 <= sA_bad,
        "ln(65504 - (|V|-1)) lies between the last stored s with a finite naive loss and the first without",
-       operands=(sA_bad, pred_fp16))
+       operands=(sA_bad, pred_fp16), relation="not")
 
 row("dtype", "s", "exp(s)", "denominator", "sum of p", "naive loss", "stable", "cross_ent", "fp64 ref", w=6)
 cases_a = [("fp32", 88.5), ("fp32", 89.0), ("fp16", 10.375), ("fp16", 10.5), ("fp16", 11.125),
@@ -202,7 +202,7 @@ value("ce_sA_fp16_ok", torch.tensor(res_a[("fp16", 10.375)]["ce"], dtype=torch.f
 sanity("fp16_sum_first", math.isfinite(r["exp"]) and r["denom"] == math.inf and r["naive"] == math.inf
        and r["psum"] == 0.0, "at s = 10.5 in fp16 exp(s) is finite, the sum is inf, every p is 0, the loss inf")
 sanity("fp16_probes_bracket", 10.375 < sA_bad <= 10.5, "the two fp16 probes lie either side of the found line",
-       operands=(10.375, sA_bad))
+       operands=(10.375, sA_bad), relation="smaller")
 for name, s in [("fp32", 89.0), ("bf16", 89.0), ("fp16", 11.125)]:
     sanity(f"naive_nan_{name}", math.isnan(res_a[(name, s)]["naive"]) and math.isnan(res_a[(name, s)]["psum"]),
            f"naive softmax in {name} at s = {s} gives inf/inf = nan")
@@ -219,7 +219,8 @@ for name, dt in DTYPES.items():
     row(name, f"{g_ok:.5f}", f"{g_bad:.5f}", f"{lim[name]['ln_half_subn']:.5f}", f"{exact:.5f}", w=6, cw=20)
     sanity(f"fail_line_{name}", abs(g_bad - lim[name]["ln_half_subn"]) < 0.01 and abs(g_bad - exact) < 0.005,
            f"{name}: the bisection finds the loss infinite from -ln(subnormal / 2), to within 0.01",
-           operands=(g_bad, lim[name]["ln_half_subn"]))
+           operands=(g_bad, lim[name]["ln_half_subn"]),
+           relation=("smaller", "half", "smallest") if name == "fp32" else None)
 
 print("\n  torch.softmax then log, at probes below, between and past the two lines")
 row("dtype", "s", "p_c", "-log p_c", "stable", "cross_ent", "log_softmax", "fp64 ref", w=6)
@@ -242,7 +243,8 @@ value("ref_sB_fp32_sub", res_b[("fp32", 100.0)]["ref"], fixed=ATPROBE)
 sanity("subnormal_loses_bits", lim["fp32"]["ln_tiny"] < 100.0 < lim["fp32"]["ln_subn"]
        and abs(res_b[("fp32", 100.0)]["naive"] - res_b[("fp32", 100.0)]["ref"]) > 1e-3,
        "at s = 100 in fp32 p_c is subnormal and -log p_c is off by more than fp32 rounding",
-       operands=(res_b[("fp32", 100.0)]["naive"], res_b[("fp32", 100.0)]["ref"]))
+       operands=(res_b[("fp32", 100.0)]["naive"], res_b[("fp32", 100.0)]["ref"]),
+       relation=("smaller", "smallest", "larger"))
 for name, s_mid, s_past in [("fp32", 103.5, 110.0), ("fp16", 17.0, 18.0), ("bf16", 92.5, 94.0)]:
     dt = DTYPES[name]
     mid, past = res_b[(name, s_mid)], res_b[(name, s_past)]
@@ -256,7 +258,7 @@ for name, s_mid, s_past in [("fp32", 103.5, 110.0), ("fp16", 17.0, 18.0), ("bf16
     sanity(f"between_{name}", lim[name]["ln_subn"] < s_mid < fail[name] and mid["pc"] == lim[name]["subn"]
            and math.isfinite(mid["naive"]) and mid["ref"] - mid["naive"] > 0.1,
            f"{name}, s = {s_mid}, between the two lines: p_c is the smallest subnormal, -log p_c finite but too small",
-           operands=(mid["naive"], mid["ref"]))
+           operands=(mid["naive"], mid["ref"]), relation=("smallest", "smaller") if name == "fp32" else None)
     sanity(f"underflow_{name}", past["pc"] == 0.0 and past["naive"] == math.inf and s_past >= fail[name],
            f"{name}, s = {s_past}, past the found line: p_c = 0 and -log p_c = inf", operands=(s_past, fail[name]))
 
@@ -290,7 +292,7 @@ print(f"\n  {n_cases} probes: exp/sum/divide fails at {n_exp_bad_a} of row A and
       f"log-sum-exp fails at {n_stable_bad}")
 sanity("stable_never_fails", n_stable_bad == 0 < n_prob_bad,
        "the log-sum-exp form is finite at every probe where a route through probabilities fails",
-       operands=(n_stable_bad, n_prob_bad))
+       operands=(n_stable_bad, n_prob_bad), relation="not")
 
 # gradients of the naive route at row A, fp32, s = 89: nan flows back to every logit
 S_GRAD = 89.0                                               # the row-A probe past ln(max) of fp32
@@ -333,7 +335,7 @@ row("smallest target logit", f"{min_target:.1f}", w=44)
 row("rows where the naive loss is not finite", n_naive_rows_bad, w=44)
 sanity("naive_batch_fails", n_naive_rows_bad == zb.shape[0] and min_target > lim["fp32"]["ln_max"],
        "every target logit exceeds ln(max) of fp32 and the naive loss fails on every row",
-       operands=(min_target, lim["fp32"]["ln_max"]))
+       operands=(min_target, lim["fp32"]["ln_max"]), relation=("larger", "equal", "largest", "not"))
 sanity("lse_matches_torch", d_lse.item() < 1e-4 and (ce_hand - ce_torch).abs().item() < 1e-5,
        "hand-written log-sum-exp equals torch.logsumexp and F.cross_entropy",
        operands=(ce_hand.item(), ce_torch.item()))
@@ -384,10 +386,10 @@ row("fp16 max + half its spacing", f"{fp16_max + half_step:,.0f}", w=44)
 sanity("variation_fp16_fails", v_naive == math.inf and v_lse == math.inf and v_ce == math.inf
        and v_sum32 > fp16_max,
        "the fp32 sum |V| exceeds fp16's max: the sum, logsumexp and cross_entropy are inf in fp16",
-       operands=(v_sum32, fp16_max))
+       operands=(v_sum32, fp16_max), relation="larger")
 sanity("variation_fp32_ok", abs(v_fp32.item() - math.log(V2)) < 1e-4, "in fp32 the loss is ln|V|",
        operands=(v_fp32.item(), math.log(V2)))
 sanity("variation_threshold_near_max",
        abs(n_ce - (fp16_max + half_step)) <= half_step and abs(n_lse - (fp16_max + half_step)) <= half_step,
        "the first failing |V| found by bisection lies within the fp16 rounding step of max + half its spacing",
-       operands=(n_ce, fp16_max + half_step))
+       operands=(n_ce, fp16_max + half_step), relation=("largest", "half"))

@@ -50,14 +50,14 @@ value("loss_sum", l_sum)
 value("loss_mean", l_mean)
 value("sum_over_valid", l_sum / n_valid)
 value("sum_over_N", l_sum / N)
-print("1. reduction='mean' with ignore_index")
+print("Step 1: reduction='mean' with ignore_index")
 row("valid targets / positions", f"{n_valid:,}", f"{N:,}")
 row("reduction='sum'", f"{l_sum:.2f}")
 row("reduction='mean'", f"{l_mean:.4f}")
 row("sum / valid count", f"{l_sum / n_valid:.4f}")
 row("sum / all positions", f"{l_sum / N:.4f}")
 sanity("mean_is_sum_over_valid", math.isclose(l_mean, l_sum / n_valid, rel_tol=1e-5),
-       "mean = sum / number of non-ignored targets")
+       "mean = sum / number of non-ignored targets", relation="equal")
 sanity("ignored_are_zero", bool((l_none[~mask] == 0).all()), "reduction='none' gives exactly 0 at ignored positions")
 
 # -- 2. with class weights -----------------------------------------------------------------------
@@ -79,12 +79,12 @@ row("reduction='mean'", f"{lw_mean:.4f}")
 row("weighted sum / sum of weights", f"{lw_none.sum().item() / wsum:.4f}")
 row("weighted sum / valid count", f"{lw_none.sum().item() / n_valid:.4f}")
 sanity("weighted_mean_divides_by_wsum", math.isclose(lw_mean, lw_none.sum().item() / wsum, rel_tol=1e-5),
-       "with weight=, mean divides by the sum of the targets' weights")
+       "with weight=, mean divides by the sum of the targets' weights", relation="equal")
 sanity("wsum_count", math.isclose(wsum, n_valid + (W_HI - 1) * n_hi, rel_tol=1e-6),
        "sum of weights = count + (w_hi - 1) * count above |V|/2", operands=(wsum, n_valid + (W_HI - 1) * n_hi))
 sanity("count_divisor_larger", w_ratio > 1 and math.isclose(w_ratio, wsum / n_valid, rel_tol=1e-5),
        "dividing the weighted sum by the count instead of the weight sum makes the mean larger by wsum / count",
-       operands=(w_ratio, wsum / n_valid))
+       operands=(w_ratio, wsum / n_valid), relation="larger")
 
 # -- 3. padding labels left as the pad token --------------------------------------------------------
 labels_bug = input_ids.view(N)                       # PAD_ID where there is padding, no ignore_index
@@ -139,7 +139,7 @@ cases = {
     "every position, masked / mask.sum()": hand_masked,
     "every position, / mask.sum().clamp(min=1)": lambda zz: hand_masked(zz, 1),
 }
-print(f"\n4. one sequence of {T} positions, every label {IGNORE}; head ({V} x {d}), one SGD step")
+print(f"\nStep 4: one sequence of {T} positions, every label {IGNORE}; head ({V} x {d}), one SGD step")
 row("loss", "value", "nan grads", "sum |grad|", "nan weights", w=46)
 res = {}
 for name, fn in cases.items():
@@ -168,13 +168,13 @@ value("empty_fixed_nan_weights", fixed[3], fixed=ZERO)
 sanity("empty_mean_nan", math.isnan(ce_mean[0]) and res["F.cross_entropy, sum"][0] == 0.0,
        "all ignored: mean is 0/0 = nan, sum is 0")
 sanity("empty_ce_grad_clean", ce_mean[1] == 0 and ce_mean[2] == 0.0 and ce_mean[3] == 0,
-       "F.cross_entropy's backward writes zero gradient at ignored targets, even under a nan loss")
+       "F.cross_entropy's backward writes zero gradient at ignored targets, even under a nan loss", relation="not")
 sanity("empty_hand_poisons", math.isnan(hand[0]) and hand[1] == numel and hand[3] == numel,
        "losses at every position, then 0/0: nan in every gradient and every weight after one step",
-       operands=(hand[3], numel))
+       operands=(hand[3], numel), relation="at least")
 sanity("empty_none_clean", math.isnan(none_r[0]) and none_r[1] == 0 and none_r[3] == 0,
        "losses from reduction='none', then 0/0: a nan loss, but the backward zeroes the ignored positions",
-       operands=(none_r[1], hand[1]))
+       operands=(none_r[1], hand[1]), relation="larger")
 sanity("empty_fixed", fixed[0] == 0.0 and fixed[1] == 0 and fixed[3] == 0, "clamping the count to 1 gives 0 and no nan")
 
 # -- variation: packing, with next-token targets that do not cross documents --------------------
@@ -195,6 +195,7 @@ row("targets (packed, no cross-document)", f"{packed_valid:,}", w=40, cw=12)
 row("targets (padded, shifted)", f"{padded_shift_valid:,}", w=40, cw=12)
 row("reduction='mean' / (sum / targets)", f"{pl_mean:.4f}", f"{pl_sum / packed_valid:.4f}", w=40, cw=12)
 sanity("packed_divisor", packed_valid == N - len(docs) and math.isclose(pl_mean, pl_sum / packed_valid, rel_tol=1e-5),
-       "packed: one ignored target per document, mean divides by N - documents", operands=(packed_valid, N - len(docs)))
+       "packed: one ignored target per document, mean divides by N - documents", operands=(packed_valid, N - len(docs)),
+       relation=("smaller", "equal"))
 sanity("packed_more_targets", packed_valid > padded_shift_valid, "packing keeps more targets than padding",
        operands=(packed_valid, padded_shift_valid))

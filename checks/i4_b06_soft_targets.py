@@ -75,7 +75,7 @@ for k, v in diffs.items():
     row(k, f"{v:.1e}")
 row("mean smoothed loss / plain loss", f"{l_ls.mean().item():.4f}", f"{F.cross_entropy(z, y).item():.4f}")
 sanity("routes_agree", max(diffs.values()) < 1e-4, "all four forms of the smoothed loss agree",
-       operands=(max(diffs.values()), 1e-4))
+       operands=(max(diffs.values()), 1e-4), relation="largest")
 del logp, l_contract, l_decomp, l_prob
 
 # -- memory, measured -------------------------------------------------------------------------------
@@ -162,16 +162,19 @@ row(f"margin {m_hi:g}, no smoothing", f"{plain_hi:.1e}")
 row(f"grid below the optimum ({len(below)} margins)", f"{l_below[0]:.4f}", f"{l_below[-1]:.4f}")
 row(f"grid past the optimum ({len(past)} margins)", f"{l_past[0]:.4f}", f"{l_past[-1]:.4f}")
 sanity("floor_is_entropy", abs(at_opt - H) < 1e-4, "at p = q the smoothed loss equals H(q)",
-       operands=(at_opt, H))
+       operands=(at_opt, H), relation="equal")
 sanity("falls_below_opt",
        m_lo < m_opt and conf[m_lo] > loss_opt and all(b < a for a, b in zip(l_below, l_below[1:], strict=False)),
        "below the optimum margin a larger margin gives a smaller smoothed loss",
-       operands=(conf[m_lo], loss_opt))
+       operands=(conf[m_lo], loss_opt), relation=("smaller", "falls", "grows", "larger"))
 sanity("rises_past_opt",
        m_opt < m_mid < m_hi and conf[m_hi] > conf[m_mid] > loss_opt
        and all(b > a for a, b in zip(l_past, l_past[1:], strict=False)) and plain_hi < 1e-4,
        "past the optimum margin a larger margin gives a larger smoothed loss",
-       operands=(conf[m_hi], conf[m_mid]))
+       operands=(conf[m_hi], conf[m_mid]), relation="grows")
+lowest = min([*conf.values(), *l_below, *l_past, at_opt])
+sanity("floor_holds", lowest >= H - 1e-9, "no probed margin gives a smoothed loss below H(q)",
+       operands=(lowest, H), relation="at least")
 
 # KL divergence: cross-entropy minus H(q), per position only with reduction="batchmean"
 z_hi = torch.zeros(1, V, dtype=torch.float64)
@@ -188,9 +191,9 @@ value("ce_minus_entropy_m_hi", conf[m_hi] - H)
 row(f"margin {m_hi:g}: kl_div batchmean, CE - H(q)", f"{kl_hi:.4f}", f"{conf[m_hi] - H:.4f}")
 row(f"margin {m_hi:g}: kl_div, reduction='mean'", f"{kl_hi_mean:.2e}")
 sanity("kl_is_ce_minus_entropy", abs(kl_hi - (conf[m_hi] - H)) < 1e-9 and abs(kl_opt) < 1e-12,
-       "kl_div(batchmean) = cross-entropy - H(q), and 0 at p = q", operands=(kl_hi, conf[m_hi] - H))
+       "kl_div(batchmean) = cross-entropy - H(q), and 0 at p = q", operands=(kl_hi, conf[m_hi] - H), relation="differs")
 sanity("kl_mean_divides_by_V", abs(kl_hi_mean * V - kl_hi) < 1e-9,
-       "kl_div's default reduction divides by N * |V|", operands=(kl_hi_mean * V, kl_hi))
+       "kl_div's default reduction divides by N * |V|", operands=(kl_hi_mean * V, kl_hi), relation="not")
 
 # -- with ignore_index: ignored positions drop out of both terms -------------------------------------
 yi = y.clone()
@@ -219,4 +222,5 @@ row("teacher probabilities, bf16", f"{teacher.nbytes / MB:.1f} MB")
 row("student logits, fp32", f"{student.nbytes / MB:.1f} MB")
 row(f"teacher probabilities, batch of {batch_var}", f"{batch_var * teacher.nbytes / 10**9:.1f} GB")
 sanity("teacher_half_of_student", 2 * teacher.nbytes == student.nbytes,
-       "bf16 teacher probabilities take half the bytes of fp32 student logits", operands=(2 * teacher_mb, student_mb))
+       "bf16 teacher probabilities take half the bytes of fp32 student logits", operands=(2 * teacher_mb, student_mb),
+       relation="half")

@@ -68,7 +68,7 @@ for name, t in trace:
 # two routes: the count of one-step drops between stages, and the rank of the logits minus the loss's
 sanity("three_drops", ranks == [3, 2, 1, 0] and drops == logits.dim() - loss.dim(),
        "rank goes 3 -> 2 (flatten) -> 1 (index away |V|) -> 0 (reduce), one per operation",
-       operands=(drops, logits.dim() - loss.dim()))
+       operands=(drops, logits.dim() - loss.dim()), relation="falls")
 sanity("view_no_copy", flat.data_ptr() == logits.data_ptr() and flat.numel() == logits.numel(),
        "flattening is a view: same storage, same element count")
 
@@ -77,7 +77,7 @@ numel = value("numel", logits.numel())
 fp32_bytes = value("fp32_bytes", logits.nbytes)
 bf16 = logits.to(torch.bfloat16)
 bf16_bytes = value("bf16_bytes", bf16.nbytes)
-value("fp32_elem", logits.element_size(), fixed="bytes of an fp32 element: a property of the dtype")
+value("fp32_elem", logits.element_size(), unit="B", fixed="bytes of an fp32 element: a property of the dtype")
 value("bf16_elem", bf16.element_size(), fixed="bytes of a bf16 element: a property of the dtype")
 value("int64_elem", targets.element_size())
 fp32_mb = value("fp32_mb", fp32_bytes / MB)
@@ -103,15 +103,16 @@ row(f"hidden (B, T, d={d}) fp32", f"{hidden.numel():,}", f"{hidden.nbytes:,}", f
 row("logits / hidden", f"{logits.nbytes / hidden.nbytes:.4f}")
 
 sanity("bytes_two_routes", fp32_bytes == numel * logits.element_size() == B * T * V * 4
-       and bf16_bytes == numel * 2, ".nbytes agrees with numel * element_size and with B*T*|V|*4")
+       and bf16_bytes == numel * 2, ".nbytes agrees with numel * element_size and with B*T*|V|*4", relation="half")
 sanity("bf16_half", fp32_bytes == 2 * bf16_bytes, "bf16 is exactly half of fp32")
 sanity("ratio_is_V_over_d", math.isclose(logits.nbytes / hidden.nbytes, V / d) and logits.nbytes > hidden.nbytes,
-       "logits/hidden = |V|/d: the logits are larger", operands=(logits.nbytes / hidden.nbytes, V / d))
+       "logits/hidden = |V|/d: the logits are larger", operands=(logits.nbytes / hidden.nbytes, V / d),
+       relation=("larger", "equal"))
 # linear growth: doubling B, T or |V| doubles the logits' bytes (meta tensors: shape only)
 grow = [torch.empty(B * (1 + (i == 0)), T * (1 + (i == 1)), V * (1 + (i == 2)), device="meta").nbytes
         for i in range(3)]
 sanity("logits_linear", all(nb == 2 * logits.nbytes for nb in grow),
-       "doubling B, T or |V| doubles the logits' memory", operands=(grow, 2 * logits.nbytes))
+       "doubling B, T or |V| doubles the logits' memory", operands=(grow, 2 * logits.nbytes), relation="grows")
 
 # -- Step 4 by a second route: lse - z_c --------------------------------------------------
 lse = torch.logsumexp(flat, dim=-1)
@@ -123,7 +124,7 @@ max_diff = value("hand_vs_ce_maxdiff", max((hand.double() - ref64).abs().max().i
 del ref64
 print(f"\nPer-position loss: cross_entropy and logsumexp - z_c against fp64, max |diff| = {max_diff:.2e}")
 sanity("hand_matches_ce", max_diff < 1e-5, "cross_entropy equals logsumexp(z) - z_c per position",
-       operands=(max_diff, 1e-5))
+       operands=(max_diff, 1e-5), relation=("largest", "equal"))
 
 # -- Step 7: padding and the two reductions -------------------------------------------------
 valid_frac = value("valid_frac", 1 - pad_frac)
@@ -137,7 +138,7 @@ for b in sorted(range(B), key=lambda b: pads[b] - share[b])[: n_pad - sum(pads)]
     pads[b] += 1
 lengths = value("lengths", tuple(T - p for p in pads))
 sanity("lengths_sum", sum(lengths) == n_valid and max(lengths) <= T and min(lengths) > 0,
-       "the lengths give the valid count", operands=(sum(lengths), n_valid))
+       "the lengths give the valid count", operands=(sum(lengths), n_valid), relation="equal")
 mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]        # (B, T) bool, True = real token
 masked_t = targets.masked_fill(~mask, IGNORE).view(N)
 
@@ -160,7 +161,12 @@ grad_ratio = value("grad_ratio", (g_all.norm() / g_valid.norm()).item())
 value("lr_cut", 1 - grad_ratio)
 value("ln_V_plus_half", math.log(V) + 0.5)
 # A causal LM predicts the next token: the last real position of each sequence has no target.
-value("n_valid_shifted", sum(n - 1 for n in lengths))
+n_shift = value("n_valid_shifted", sum(n - 1 for n in lengths))
+# second route: a label at t is the token at t + 1, kept where both positions are real tokens
+shift_kept = int((mask[:, :-1] & mask[:, 1:]).sum())
+sanity("shift_drops_one_per_sequence", shift_kept == n_shift == n_valid - B,
+       "next-token labels lose the last real position of each sequence", operands=(shift_kept, n_valid - B),
+       relation="not")
 
 print(f"\nMasking: {pad_frac:.0%} padding")
 row("positions N", f"{N:,}")
@@ -180,11 +186,13 @@ sanity("ce_mean_divides_by_valid", math.isclose(lv, S_v / n_valid, rel_tol=1e-5)
 sanity("padding_contributes_zero", bool((per_pos_m.view(B, T)[~mask] == 0).all()),
        "ignored positions have loss exactly 0")
 sanity("ratio_two_routes", math.isclose(ratio, N / n_valid, rel_tol=1e-5),
-       "ratio of the computed losses equals N / n_valid", operands=(ratio, N / n_valid))
+       "ratio of the computed losses equals N / n_valid", operands=(ratio, N / n_valid), relation="not")
 sanity("understate_is_valid_share", la < lv and math.isclose(under, 1 - n_valid / N, rel_tol=1e-4),
-       "the all-positions mean falls below the valid mean by 1 - n_valid/N", operands=(under, 1 - n_valid / N))
+       "the all-positions mean falls below the valid mean by 1 - n_valid/N", operands=(under, 1 - n_valid / N),
+       relation=("smaller", "larger"))
 sanity("overstate_is_inverse", lv > la and math.isclose(over, N / n_valid - 1, rel_tol=1e-4),
-       "the valid mean lies above the all-positions mean by N/n_valid - 1", operands=(over, N / n_valid - 1))
+       "the valid mean lies above the all-positions mean by N/n_valid - 1", operands=(over, N / n_valid - 1),
+       relation="larger")
 # N / n_valid is 1 / (1 - pad_frac) up to the rounding of n_valid: |N (1 - p) - n_valid| <= 1/2
 sanity("ratio_bounds", N / n_valid >= 1
        and abs(N / n_valid - 1 / (1 - pad_frac)) <= 0.5 / (n_valid * (1 - pad_frac)) + 1e-12,
@@ -193,7 +201,7 @@ sanity("ratio_bounds", N / n_valid >= 1
 sanity("grad_scaled", torch.allclose(g_all, g_valid * n_valid / N, atol=1e-9)
        and math.isclose(grad_ratio, n_valid / N, rel_tol=1e-4),
        "the all-positions gradient is the valid gradient times n_valid/N, element by element",
-       operands=(grad_ratio, n_valid / N))
+       operands=(grad_ratio, n_valid / N), relation="equal")
 sanity("init_loss", abs(lv - (math.log(V) + 0.5)) < 0.05, "random N(0,1) logits give a loss near ln|V| + 1/2")
 
 # -- Variation: a larger |V|; when do fp32 logits pass a budget in GB and in GiB? ------------
@@ -229,7 +237,7 @@ below_gib = value("bytes_below_B_gib", torch.empty(b_gib - 1, T, V2, device="met
 value("ten_gib_in_gb", limit_gib * GiB / GB)
 per_seq = T * V2 * 4                               # the closed form: bytes per sequence
 value("per_seq_mb", per_seq / MB)
-value("per_seq_mb_llama3", torch.empty(1, T, V_llama3, device="meta").nbytes / MB)
+value("per_seq_mb_llama3", torch.empty(1, T, V_llama3, device="meta").nbytes / MB, unit="MB")
 
 print(f"\nVariation: |V| = {V2:,}")
 row("elements", f"{big.numel():,}")

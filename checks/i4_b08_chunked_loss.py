@@ -133,9 +133,10 @@ row(f"positions in {K} blocks of {block}, no_grad", f"{l_pos.item():.5f}", f"{p_
 row("naive / chunked (no_grad)", f"{p_naive / p_chunk:.2f}x")
 
 sanity("same_loss", abs(l_naive - l_chunk).item() < 1e-4 and abs(l_naive - l_ckpt).item() < 1e-4,
-       "chunked and naive losses agree", operands=(abs(l_naive - l_chunk).item(), 1e-4))
+       "chunked and naive losses agree", operands=(abs(l_naive - l_chunk).item(), 1e-4), relation="half")
 sanity("saving_is_K", abs(p_naive / p_chunk - V / C) < 0.02 * V / C,
-       "the measured saving is |V| / C, which is K for equal chunks", operands=(p_naive / p_chunk, V / C))
+       "the measured saving is |V| / C, which is K for equal chunks", operands=(p_naive / p_chunk, V / C),
+       relation="not")
 var_z = value("logit_var", 0.02**2 * d)                        # Var(z) = 0.02^2 * d for these h and W
 value("lnV_plus_half_var", math.log(V) + var_z / 2)
 sanity("loss_near_lnV", abs(l_naive.item() - (math.log(V) + var_z / 2)) < 0.05,
@@ -146,13 +147,14 @@ sanity("chunk_is_two_chunks", abs(p_chunk - 2 * chunk_bytes) < 0.05 * chunk_byte
        "chunked peak = one chunk of logits + the exp temporary inside logsumexp", operands=(p_chunk, 2 * chunk_bytes))
 sanity("autograd_keeps_chunks", p_grad >= logits_bytes and p_grad > p_chunk,
        "with autograd on, every chunk is saved for backward: the peak rises past the full logits",
-       operands=(p_grad, logits_bytes))
+       operands=(p_grad, logits_bytes), relation=("grows", "larger", "at least"))
 sanity("checkpoint_restores", p_ckpt < p_grad and abs(p_ckpt - p_chunk) < 0.05 * p_chunk,
-       "checkpointing each chunk brings the forward peak back to one chunk's", operands=(p_ckpt, p_chunk))
+       "checkpointing each chunk brings the forward peak back to one chunk's", operands=(p_ckpt, p_chunk),
+       relation="falls")
 sanity("positions_bound_logits",
        abs(p_pos - 2 * block_bytes) < 0.05 * block_bytes and abs(l_pos - l_naive).item() < 1e-4 and p_pos < p_naive,
        "blocks of positions of one sequence peak at two (N/K, |V|) tensors, with the same loss",
-       operands=(p_pos, 2 * block_bytes))
+       operands=(p_pos, 2 * block_bytes), relation=("smaller", "not"))
 
 # -- variation: Llama 3 8B at training scale (shapes only) ---------------------------------------
 V3 = fact("llama3_8b_vocab", "V3")
@@ -190,6 +192,7 @@ row(f"smallest K with a chunk peak <= {budget:g} GB", f"{K3}", f"C = {sizes3[0]:
 row("closed form: ceil(|V| / C_max)", f"{K3_closed}", f"C_max = {c_max:,}")
 row("hidden states h (B*T, d) fp32", f"{hidden3:.2f} GB")
 sanity("v3_K_closed_form", K3_closed == K3 and chunk_peak(K3 - 1) > budget * GB,
-       "the probed K agrees with ceil(|V| / floor(budget / (2 N 4)))", operands=(K3, K3_closed))
+       "the probed K agrees with ceil(|V| / floor(budget / (2 N 4)))", operands=(K3, K3_closed),
+       relation=("smaller", "smallest", "equal"))
 sanity("v3_peak_below_hidden", peak3 < hidden3, "at that K the chunk peak is smaller than the hidden states",
-       operands=(peak3, hidden3))
+       operands=(peak3, hidden3), relation="smaller")

@@ -127,13 +127,13 @@ row("cosine(mean of means, reference)", f"{cos:.4f}")
 sanity("token_weighted_exact", rel(g_tw, g_ref) < 1e-5 and abs(l_tw - l_ref) < 1e-4,
        "sum / total valid reproduces the full-batch gradient and loss")
 sanity("mom_differs", rel(g_mom, g_ref) > 0.1, "mean of means is a different gradient, not a rounding difference",
-       operands=(rel(g_mom, g_ref), 0.1))
+       operands=(rel(g_mom, g_ref), 0.1), relation=("equal", "differs", "not"))
 # |g_mom - g_ref|^2 = |g_mom|^2 + |g_ref|^2 - 2 cos |g_mom| |g_ref|: the three measured figures agree
 sanity("diff_longer_than_ref",
        diff_norm > g_ref.norm().item()
        and math.isclose(rel(g_mom, g_ref) ** 2, ratio_mom**2 + 1 - 2 * cos * ratio_mom, rel_tol=1e-3),
        "the difference from the reference is longer than the reference itself",
-       operands=(diff_norm, g_ref.norm().item()))
+       operands=(diff_norm, g_ref.norm().item()), relation="larger")
 # data parallelism: DDP's all-reduce averages the ranks' gradients; with sum / n per rank that average is
 # the reference divided by k, and multiplying each rank's loss by k restores it
 ddp_avg = sum(per_rank) / k

@@ -34,7 +34,8 @@ g = value("group", H // Hkv)
 d_kv = value("d_kv", Hkv * Dh)
 sanity("widths_divide", Dh * H == d and g * Hkv == H, "the heads divide d and the KV heads divide the heads",
        operands=(Dh * H, d))
-sanity("kv_fewer", Hkv < H and g * Hkv == H, "g times fewer key/value heads than query heads", operands=(Hkv, H))
+sanity("kv_fewer", Hkv < H and g * Hkv == H, "g times fewer key/value heads than query heads", operands=(Hkv, H),
+       relation="smaller")
 
 # -- the projections: real modules of the real widths ----------------------------------------------
 q_proj = nn.Linear(d, d, bias=False)
@@ -97,13 +98,13 @@ with torch.no_grad():
     # views share storage; the two reshapes of non-contiguous tensors allocate new storage
     sanity("splits_are_views", q_split.data_ptr() == q.data_ptr() == q_lin.data_ptr()
            and k.data_ptr() == k_exp.data_ptr() == k_lin.data_ptr() and merged_t.data_ptr() == out_h.data_ptr(),
-           "the head split, the transposes and the expand are views: they share their input's storage")
+           "the head split, the transposes and the expand are views: they share their input's storage", relation="not")
     sanity("expand_stride_zero", k_exp.stride()[2] == 0 and k_exp.stride()[1] == k.stride()[1],
            "the expanded group axis has stride 0: every query head of a group reads the same key head",
            operands=(k_exp.stride()[2], 0))
     sanity("reshapes_copy", k_rep.data_ptr() != k_lin.data_ptr() and merged.data_ptr() != out_h.data_ptr()
            and k_rep.is_contiguous() and merged.is_contiguous(),
-           "reshaping the expanded K and the transposed output copies them")
+           "reshaping the expanded K and the transposed output copies them", relation="not")
     kv_elems = value("k_elems", k.numel())
     rep_elems = value("k_rep_elems", k_rep.numel())
     sanity("repeat_is_group_times", rep_elems == g * kv_elems, "the repeated K holds g times the elements of K",
@@ -113,18 +114,18 @@ with torch.no_grad():
     # query head h reads key head h // g: the expand equals repeat_interleave, not repeat
     sanity("expand_is_repeat_interleave", torch.equal(k_rep, k.repeat_interleave(g, dim=1))
            and all(torch.equal(k_rep[:, h], k[:, h // g]) for h in range(H)),
-           "query head h uses key head h // g")
+           "query head h uses key head h // g", relation="equal")
     # a head is a slice of rows of the weight: head h of Q is x W_q[h Dh:(h+1) Dh]^T
     h_last = H - 1
     q_head = x @ q_proj.weight[h_last * Dh:(h_last + 1) * Dh].T
     sanity("head_is_weight_slice", torch.allclose(q[:, h_last], q_head, atol=1e-5),
-           "head h of Q is x times rows h*Dh .. (h+1)*Dh of W_q")
+           "head h of Q is x times rows h*Dh .. (h+1)*Dh of W_q", relation="equal")
 
     # softmax rows sum to one; masked entries are exactly zero
     row_sums = weights.sum(-1)
     sanity("rows_sum_to_one", torch.allclose(row_sums, torch.ones_like(row_sums), atol=1e-6)
            and bool((weights[..., ~causal] == 0).all()),
-           "each row of weights sums to one and the causal mask zeroes the future")
+           "each row of weights sums to one and the causal mask zeroes the future", relation=("larger", "grows"))
     value("masked_frac", (~causal).sum().item() / causal.numel())
 
     # -- the second route: PyTorch's fused attention ------------------------------------------------
@@ -136,14 +137,14 @@ with torch.no_grad():
     value("sdpa_shape", sdpa_gqa.shape)
     sanity("sdpa_matches_explicit", diff_gqa < 1e-5 and diff_rep < 1e-5 and sdpa_gqa.shape == out_h.shape,
            "SDPA with enable_gqa and with expanded K/V both equal the explicit softmax(QK^T/sqrt(Dh))V",
-           operands=(float(diff_gqa), 1e-5))
+           operands=(float(diff_gqa), 1e-5), relation=("largest", "differs", "equal"))
     # the wrong grouping: tile the KV heads (head h -> h % Hkv) instead of interleaving them
     k_tile, v_tile = k.repeat(1, g, 1, 1), v.repeat(1, g, 1, 1)
     wrong = F.scaled_dot_product_attention(q, k_tile, v_tile, is_causal=True)
     diff_wrong = value("diff_wrong", (wrong - out_h).abs().max())
     sanity("tiling_is_wrong", diff_wrong > 1000 * max(diff_gqa, diff_rep),
            "tiling the KV heads instead of interleaving them gives a different output",
-           operands=(float(diff_wrong), float(max(diff_gqa, diff_rep))))
+           operands=(float(diff_wrong), float(max(diff_gqa, diff_rep))), relation=("differs", "not", "larger"))
     y_sdpa = o_proj(sdpa_gqa.transpose(1, 2).reshape(B, T, d))
     value("diff_y", (y_sdpa - y).abs().max(), fixed=ROUNDING)
 
@@ -177,6 +178,6 @@ p2 = value("mha_params", sum(m.weight.numel() for m in mods2))
 ratio2 = value("mha_over_gqa_params", p2 / attn_params)
 sanity("mha_params", p2 == 2 * d2 * d2 + 2 * d2 * Hkv2 * Dh2 and ratio2 > 1,
        "the multi-head layer's projections hold more parameters than the grouped one's",
-       operands=(p2, attn_params))
+       operands=(p2, attn_params), relation="smaller")
 print(f"\nVariation: Llama 2 7B (meta): Q {tuple(q2.shape)}, K {tuple(k2.shape)}, group {g2}")
 print(f"  {p2:,} projection parameters, {ratio2:.2f}x Llama 3 8B's")

@@ -114,10 +114,11 @@ row("whole layer", f"{c['total']:.4e}")
 value("attn_flops", c["attn"])
 value("layer_flops", c["total"])
 sanity("counter_matches_closed_forms", all(c[k] == closed[k] for k in closed),
-       "FlopCounterMode's count of every part equals its closed form", operands=(c["attn"], closed["scores"] * 2))
+       "FlopCounterMode's count of every part equals its closed form", operands=(c["attn"], closed["scores"] * 2),
+       relation="equal")
 sanity("layer_is_sum", c["total"] == c["proj"] + c["attn"] + c["mlp"],
        "the layer's matmuls are the projections, the two attention products and the MLP: nothing else is counted",
-       operands=(c["total"], c["proj"] + c["attn"] + c["mlp"]))
+       operands=(c["total"], c["proj"] + c["attn"] + c["mlp"]), relation="not")
 attn_over_proj = value("attn_over_proj", c["attn"] / c["proj"])
 attn_share = value("attn_share", c["attn"] / c["total"])
 value("mlp_share", c["mlp"] / c["total"])
@@ -126,7 +127,7 @@ sanity("mlp_largest", c["mlp"] > c["attn"] > c["proj"],
        "at the context the MLP does the most FLOPs, then attention, then the projections",
        operands=(c["mlp"], c["attn"]))
 sanity("ratio_closed_form", math.isclose(attn_over_proj, T_ctx / (d + d_kv)),
-       "attention / projections = T / (d + d_kv)", operands=(attn_over_proj, T_ctx / (d + d_kv)))
+       "attention / projections = T / (d + d_kv)", operands=(attn_over_proj, T_ctx / (d + d_kv)), relation="equal")
 
 # -- Step 2: the causal mask ----------------------------------------------------------------------------
 c_causal = count(Layer(d, H, Hkv, d_ff, causal=True), T_ctx)
@@ -146,7 +147,7 @@ def causal_useful(T, batch=B):
 useful = value("causal_attn_flops", causal_useful(T_ctx))
 sanity("useful_closed_form", useful == 2 * B * d * T_ctx * (T_ctx + 1),
        "servebench's causal attention FLOPs equal 4 d T(T+1)/2 per sequence",
-       operands=(useful, 2 * B * d * T_ctx * (T_ctx + 1)))
+       operands=(useful, 2 * B * d * T_ctx * (T_ctx + 1)), relation="equal")
 useful_frac = value("causal_useful_frac", useful / c["attn"])
 sanity("useful_about_half", math.isclose(useful_frac, (T_ctx + 1) / (2 * T_ctx)) and useful_frac > 0.5,
        "the useful share of the full square is (T + 1) / 2T, just over half", operands=(useful_frac, 0.5))
@@ -167,14 +168,15 @@ row("", "found", "closed form")
 row("the projections", f"{T_proj:,}", f"{closed_proj:,}")
 row("projections + MLP", f"{T_layer:,}", f"{closed_layer:,}")
 row("the projections, causal (useful)", f"{T_causal:,}", f"{closed_causal:,}")
-sanity("cross_proj", T_proj == closed_proj, "the bisection finds T = d + d_kv", operands=(T_proj, closed_proj))
+sanity("cross_proj", T_proj == closed_proj, "the bisection finds T = d + d_kv", operands=(T_proj, closed_proj),
+       relation="equal")
 sanity("cross_layer", T_layer == closed_layer, "the bisection finds T = d + d_kv + 3 d_ff / 2",
        operands=(T_layer, closed_layer))
 sanity("cross_causal", T_causal == closed_causal, "the bisection finds T = 2 (d + d_kv) - 1 for causal attention",
        operands=(T_causal, closed_causal))
 sanity("layer_cross_beyond_context", T_layer > T_ctx and T_causal > T_ctx,
        "at the model's context, attention does not reach the rest of the layer, and causal attention "
-       "does not reach the projections", operands=(T_layer, T_ctx))
+       "does not reach the projections", operands=(T_layer, T_ctx), relation="not")
 sanity("proj_cross_within_context", T_proj <= T_ctx, "full attention passes the projections within the context",
        operands=(T_proj, T_ctx))
 value("T_cross_layer_over_ctx", T_layer / T_ctx)
@@ -191,7 +193,8 @@ for T in scan_T:
     row(f"{T:,}", f"{k['attn'] / k['proj']:.3f}", f"{k['attn'] / k['total']:.1%}",
         f"{u / (k['proj'] + u + k['mlp']):.1%}")
 sanity("share_rises", all(b > a for a, b in zip(shares, shares[1:], strict=False)),
-       "the attention share rises with every doubling of T", operands=(shares[0], shares[-1]))
+       "the attention share rises with every doubling of T", operands=(shares[0], shares[-1]),
+       relation=("smaller", "grows"))
 value("share_at_8x", shares[-1])
 value("T_8x", scan_T[-1])
 
@@ -223,7 +226,7 @@ with FlopCounterMode(display=False) as fc:
 sdpa_meta = value("sdpa_meta_flops", fc.get_total_flops())
 sanity("sdpa_meta_full_square", sdpa_meta == c["attn"],
        "on meta tensors SDPA is counted as the full QK^T and AV products, causal or not",
-       operands=(sdpa_meta, c["attn"]))
+       operands=(sdpa_meta, c["attn"]), relation=("not", "falls"))
 T_small = 64   # a few real rows are enough to see what the counter records
 small = [torch.randn(1, H, T_small, Dh), torch.randn(1, Hkv, T_small, Dh)]
 with FlopCounterMode(display=False) as fc:
@@ -236,7 +239,8 @@ explicit_cpu = fc.get_total_flops()
 print(f"\nSDPA counted on meta: {sdpa_meta:.4e}")
 print(f"  on real CPU tensors (T = {T_small}): {sdpa_cpu} (the explicit products: {explicit_cpu:,})")
 sanity("counter_misses_cpu_sdpa", sdpa_cpu == 0 and explicit_cpu > 0,
-       "FlopCounterMode has no formula for the fused CPU kernel: it counts nothing", operands=(sdpa_cpu, explicit_cpu))
+       "FlopCounterMode has no formula for the fused CPU kernel: it counts nothing", operands=(sdpa_cpu, explicit_cpu),
+       relation="not")
 
 # -- Variation: Llama 2 7B (multi-head attention) -----------------------------------------------------
 d2 = fact("llama2_7b_hidden", "d2", nudge=32)
@@ -255,7 +259,7 @@ value("T2_over_ctx", T2_proj / ctx2)
 kv_ratio = value("kv_width_ratio", d_kv2 / d_kv)
 sanity("v2_cross", T2_proj == d2 + d_kv2 and T2_layer == math.ceil(d2 + d_kv2 + 1.5 * d_ff2) and T2_proj > ctx2,
        "for Llama 2 7B attention reaches the projections at T = d + d_kv, beyond its context",
-       operands=(T2_proj, ctx2))
+       operands=(T2_proj, ctx2), relation="not")
 sanity("v2_wider_kv_later", d_kv2 > d_kv and T2_proj - T_proj == (d2 + d_kv2) - (d + d_kv),
        "Llama 2 7B's wider K and V projections move the crossover out by the difference in d + d_kv",
        operands=(T2_proj, T_proj))

@@ -63,9 +63,11 @@ row("K bf16", str(tuple(K16.shape)), f"{K16.nbytes:,}", f"{K16.nbytes / GiB:.4f}
 row("scores / Q", f"{s_over_q:.1f}")
 row("scores / K", f"{s_over_k:.1f}")
 sanity("score_bytes_closed_form", s32 == B * H * T * T * 4 and s16 * 2 == s32,
-       ".nbytes equals B H T^2 times 4 bytes in fp32, and bf16 is half", operands=(s32, B * H * T * T * 4))
+       ".nbytes equals B H T^2 times 4 bytes in fp32, and bf16 is half", operands=(s32, B * H * T * T * 4),
+       relation=("equal", "half"))
 sanity("score_over_q_is_T_over_Dh", math.isclose(s_over_q, T / Dh) and math.isclose(s_over_k, T / Dh * H / Hkv),
-       "the scores are T / Dh times Q, and T / Dh times H / H_kv times K", operands=(s_over_q, T / Dh))
+       "the scores are T / Dh times Q, and T / Dh times H / H_kv times K", operands=(s_over_q, T / Dh),
+       relation=("larger", "smaller", "grows", "equal"))
 
 # -- Step 2: what the explicit route keeps for the backward, per layer, from the saved-tensor hooks -----
 saved = []
@@ -84,12 +86,12 @@ largest_saved = value("saved_largest_bytes", max(nb for _, nb in saved))
 n_square = value("saved_square_count", sum(1 for sh, _ in saved if sh[-2:] == (T, T)))
 sanity("backward_keeps_scores", largest_saved == s16 and n_square >= 1,
        "autograd saves a (B, H, T, T) tensor for the backward of the explicit route",
-       operands=(largest_saved, s16))
+       operands=(largest_saved, s16), relation="largest")
 all_layers = value("saved_all_layers_gb", layers * largest_saved / GB)
 value("saved_all_layers_gib", layers * largest_saved / GiB)
 h100_gb = fact("h100_sxm_memory_gb", "h100_gb")
 sanity("all_layers_exceed_h100", layers * largest_saved > h100_gb * GB,
-       "one saved score tensor per layer exceeds an H100's memory", operands=(all_layers, h100_gb))
+       "one saved score tensor per layer exceeds an H100's memory", operands=(all_layers, h100_gb), relation="larger")
 value("all_layers_over_h100", all_layers / h100_gb)
 print(f"\nSaved for the backward of the explicit route (bf16): {len(saved)} tensors")
 print(f"  {n_square} of shape (B, H, T, T), the largest {largest_saved:,} bytes")
@@ -174,16 +176,16 @@ print(f"  fused allocations:    {', '.join(f'{a:,}' for a in allocs_fused)}")
 print(f"  fused kernel seen by the profiler: {kernel in ops_fused}; max |fused - explicit| = {diff:.1e}")
 
 sanity("explicit_allocates_scores", largest_exp >= score_m and n_exp_square >= 2,
-       "the explicit route allocates (B, H, T, T) buffers", operands=(largest_exp, score_m))
+       "the explicit route allocates (B, H, T, T) buffers", operands=(largest_exp, score_m), relation="largest")
 sanity("explicit_peak_two_scores", peak_exp >= 2 * score_m,
        "the explicit route holds two score-sized tensors at once", operands=(peak_exp, 2 * score_m))
 sanity("fused_largest_is_output", largest_fused == out_m and largest_fused < score_m,
        "the fused kernel's largest allocation is its (B, H, T, Dh) output, far below the scores",
-       operands=(largest_fused, out_m))
+       operands=(largest_fused, out_m), relation="largest")
 sanity("fused_peak_small", peak_fused < score_m / 4, "the fused kernel peaks under a quarter of the scores",
        operands=(peak_fused, score_m / 4))
 sanity("fused_is_flash_kernel", kernel in ops_fused and kernel not in ops_exp,
-       "on CPU, F.scaled_dot_product_attention runs the fused flash-attention kernel")
+       "on CPU, F.scaled_dot_product_attention runs the fused flash-attention kernel", relation="larger")
 value("lean_peak_over_score", peak_lean / score_m, measured=MEAS)
 n_lean = value("lean_score_allocs", sum(1 for a in allocs_lean if a == score_m),
                fixed="the lean route writes one (B, H, T, T) tensor, the product, and works on it in place")
@@ -223,4 +225,4 @@ closed32 = math.isqrt(h100_gb * GB // (B * H * 4)) + 1
 value("T_over_bf16_ctx", T_over16 / T)
 print(f"\nVariation: one layer's scores pass {h100_gb} GB from T = {T_over16:,} (bf16), {T_over32:,} (fp32)")
 sanity("threshold_closed_form", T_over16 == closed16 and T_over32 == closed32,
-       "the probe agrees with floor(sqrt(limit / (B H bytes))) + 1", operands=(T_over16, closed16))
+       "the probe agrees with floor(sqrt(limit / (B H bytes))) + 1", operands=(T_over16, closed16), relation="equal")

@@ -33,7 +33,7 @@ Hkv = fact("llama3_8b_kv_heads", "Hkv", nudge=8)     # doubled: it must divide H
 layers = fact("llama3_8b_layers", "layers")
 L = fact("llama3_8b_context", "L")
 B = given("B", 1)
-peak = fact("h100_sxm_bf16_dense_tflops", "peak_tflops") * 1e12
+peak = fact("h100_sxm_bf16_dense_tflops", "peak_tflops", unit="TFLOP/s") * 1e12
 bw = fact("h100_sxm_hbm_tbs", "bw_tbs") * 1e12
 Dh = value("Dh", d // H)
 g = value("group", H // Hkv)
@@ -62,7 +62,7 @@ all_flops = value("attn_flops", layers * layer_flops)
 dc = decode_cost(cfg, "bf16", batch=B, context=L)
 sb_attn = value("sb_attn_flops", dc.flops - B * 2 * matmul_params(cfg))
 sanity("counter_is_4dL", layer_flops == 4 * B * d * L, "the counter gives 4 d L FLOPs per layer and sequence",
-       operands=(layer_flops, 4 * B * d * L))
+       operands=(layer_flops, 4 * B * d * L), relation="equal")
 sanity("counter_matches_servebench", all_flops == sb_attn,
        "FlopCounterMode over all layers equals servebench decode_cost's attention term",
        operands=(all_flops, sb_attn))
@@ -75,29 +75,31 @@ all_bytes = value("kv_read_bytes", layers * layer_bytes)
 value("kv_read_gib", all_bytes / GiB)
 kvt = value("kv_bytes_per_token", kv_bytes_per_token(cfg, "bf16"))
 sanity("bytes_match_servebench", all_bytes == B * L * kvt,
-       "the cache read per step (meta .nbytes) equals B L kv_bytes_per_token", operands=(all_bytes, B * L * kvt))
+       "the cache read per step (meta .nbytes) equals B L kv_bytes_per_token", operands=(all_bytes, B * L * kvt),
+       relation="equal")
 value("q_bytes", q.nbytes)
 value("kv_over_q", layer_bytes / q.nbytes)
 
 # -- Step 4: intensity against the ridge point ----------------------------------------------------------------
-intensity = value("attn_intensity", all_flops / all_bytes)
+intensity = value("attn_intensity", all_flops / all_bytes, unit="FLOP/B")
 sb_int = part_intensities(cfg, "bf16", batch=B, context=L)[1]
 sb_int_64 = part_intensities(cfg, "bf16", batch=64 * B, context=L)[1]
 sb_int_short = part_intensities(cfg, "bf16", batch=B, context=L // 64)[1]
 sanity("intensity_is_group", intensity == sb_int == g,
        "measured FLOPs over measured bytes equals servebench's attention intensity, and equals H / H_kv",
-       operands=(intensity, g))
+       operands=(intensity, g), relation="equal")
 sanity("intensity_flat", sb_int_64 == sb_int == sb_int_short,
-       "the attention intensity does not change with the batch or the context", operands=(sb_int_64, sb_int_short))
-ridge = value("ridge", ridge_point(peak, bw))
+       "the attention intensity does not change with the batch or the context", operands=(sb_int_64, sb_int_short),
+       relation=("grows", "larger", "smaller", "not"))
+ridge = value("ridge", ridge_point(peak, bw), unit="FLOP/B")
 below = value("ridge_over_intensity", ridge / intensity)
 sanity("memory_bound", intensity < ridge, "decode attention's intensity is below the H100's ridge point",
-       operands=(intensity, ridge))
+       operands=(intensity, ridge), relation=("smaller", "larger"))
 t_mem = value("t_mem_us", all_bytes / bw * 1e6)
 t_flop = value("t_flop_us", all_flops / peak * 1e6)
 value("t_mem_over_flop", t_mem / t_flop)
 sanity("bytes_bound_time", t_mem > t_flop, "reading the cache takes longer than the arithmetic",
-       operands=(t_mem, t_flop))
+       operands=(t_mem, t_flop), relation="at least")
 print(f"\nAll {layers} layers: {all_flops:,} FLOPs (counter) = {sb_attn:,} (servebench)")
 print(f"  {all_bytes:,} bytes of K and V")
 row("intensity (FLOP/B)", f"{intensity:.2f}")
@@ -127,7 +129,7 @@ ctx = value("real_context", P + 1)             # the step attends the prompt and
 real_dc = decode_cost(small, "fp32", batch=1, context=ctx)
 value("real_decode_cost", real_dc.flops)
 sanity("real_step_matches", counted == real_dc.flops, "the counter on a real decode step equals decode_cost",
-       operands=(counted, real_dc.flops))
+       operands=(counted, real_dc.flops), relation="equal")
 sanity("real_attn_is_4dL", real_attn == 4 * small.d_model * ctx * small.layers
        and by_op.get("mm", 0) == 2 * matmul_params(small),
        "the step's bmm FLOPs are 4 d L per layer and its mm FLOPs are 2 x matmul_params",
@@ -152,16 +154,16 @@ attn2 = {str(op).split(".")[-1]: n for op, n in fc.get_flop_counts()["Global"].i
 ctxs = value("mixed_contexts", [P + 2, P2 + 1])
 useful2 = step_cost(small, "fp32", decode_contexts=ctxs).flops
 padded2 = decode_cost(small, "fp32", batch=2, context=max(ctxs)).flops
-value("mixed_counted", counted2)
+value("mixed_counted", counted2, unit="FLOP")
 value("mixed_useful", useful2)
 waste = value("mixed_waste_frac", (counted2 - useful2) / counted2)
 useful_attn2 = 4 * small.d_model * small.layers * sum(ctxs)
-value("mixed_attn_counted", attn2)
+value("mixed_attn_counted", attn2, unit="FLOP")
 value("mixed_attn_useful", useful_attn2)
 attn_waste = value("mixed_attn_waste_frac", (attn2 - useful_attn2) / attn2)
 sanity("attn_padding", attn2 == 4 * small.d_model * small.layers * len(ctxs) * max(ctxs) and attn2 > useful_attn2,
        "the counted attention is 4 d L_max per layer for each sequence, more than the useful 4 d L_i",
-       operands=(attn2, useful_attn2))
+       operands=(attn2, useful_attn2), relation="differs")
 sanity("padding_counted", counted2 == padded2 and counted2 > useful2,
        "with unequal contexts the real step computes attention over the longest context for every sequence",
        operands=(counted2, useful2))
@@ -177,9 +179,10 @@ n_q = given("spec_queries", 4)
 q_spec = torch.empty(B, H, n_q, Dh, **bf16)
 with FlopCounterMode(display=False) as fc:
     F.scaled_dot_product_attention(q_spec, k, v, enable_gqa=True)
-spec_intensity = value("spec_intensity", fc.get_total_flops() / layer_bytes)
+spec_intensity = value("spec_intensity", fc.get_total_flops() / layer_bytes, unit="FLOP/B")
 sanity("spec_multiplies", spec_intensity == n_q * intensity,
-       "n query positions against the same cache multiply the intensity by n", operands=(spec_intensity, intensity))
+       "n query positions against the same cache multiply the intensity by n", operands=(spec_intensity, intensity),
+       relation="smaller")
 print(f"\n{n_q} query positions per step: {spec_intensity:.1f} FLOP/B against the same cache")
 
 # -- Variation: multi-head and multi-query attention ----------------------------------------------------------
@@ -193,17 +196,19 @@ variants = {
 }
 for tag, (dd, hh, kk, ll) in variants.items():
     c2 = ModelConfig(layers=ll, d_model=dd, heads=hh, kv_heads=kk, vocab=1, max_seq=L)
-    i2 = value(f"{tag}_intensity", part_intensities(c2, "bf16", batch=B, context=L)[1])
+    i2 = value(f"{tag}_intensity", part_intensities(c2, "bf16", batch=B, context=L)[1], unit="FLOP/B")
     kv2 = torch.empty(B, kk, L, dd // hh, **bf16)
     with FlopCounterMode(display=False) as fc:
         F.scaled_dot_product_attention(torch.empty(B, hh, 1, dd // hh, **bf16), kv2, kv2, enable_gqa=True)
     sanity(f"{tag}_intensity_two_routes", fc.get_total_flops() / (2 * kv2.nbytes) == i2 == hh // kk,
-           "counter FLOPs over meta bytes equal servebench's intensity and H / H_kv", operands=(i2, hh // kk))
+           "counter FLOPs over meta bytes equal servebench's intensity and H / H_kv", operands=(i2, hh // kk),
+           relation="smaller")
     sanity(f"{tag}_memory_bound", i2 < ridge, "still below the ridge point", operands=(i2, ridge))
     value(f"{tag}_ridge_over", ridge / i2)
     read2 = value(f"{tag}_kv_read_mib", ll * 2 * kv2.nbytes / MiB)
     sanity(f"{tag}_bytes_two_routes", ll * 2 * kv2.nbytes == B * L * kv_bytes_per_token(c2, "bf16"),
-           "meta .nbytes over all layers equal B L kv_bytes_per_token", operands=(ll * 2 * kv2.nbytes, read2))
+           "meta .nbytes over all layers equal B L kv_bytes_per_token", operands=(ll * 2 * kv2.nbytes, read2),
+           relation="at least")
     value(f"{tag}_t_mem_us", ll * 2 * kv2.nbytes / bw * 1e6)
     print(f"\nVariation {tag}: H = {hh}, H_kv = {kk}, intensity {i2:.1f} FLOP/B, {ridge / i2:.1f}x below the ridge")
     print(f"  reads {read2:,.0f} MiB of cache per step at L = {L:,}")

@@ -62,7 +62,7 @@ def meta_kv_bytes(cfg: ModelConfig):
 bf16_elem = value("bf16_bytes", torch.empty(0, dtype=TORCH_DT).element_size(),
                   fixed="bytes of a bf16 element: a property of the dtype")
 sanity("bf16_two_routes", dtype_bytes(DT) == bf16_elem, "servebench's bf16 is torch's bfloat16 element size",
-       operands=(dtype_bytes(DT), bf16_elem))
+       operands=(dtype_bytes(DT), bf16_elem), relation="equal")
 
 res = {}
 print("Configurations (config.json fields, from checks/facts.yml)")
@@ -99,11 +99,12 @@ print("  (MHA: the same model with one KV head per query head; saving = MHA byte
 
 sanity("two_routes", all(r["kvb"] == r["meta"] for r in res.values()),
        "servebench's kv_bytes_per_token equals the summed .nbytes of one token's K and V over the layers",
-       operands=([r["kvb"] for r in res.values()], [r["meta"] for r in res.values()]))
+       operands=([r["kvb"] for r in res.values()], [r["meta"] for r in res.values()]), relation="equal")
 sanity("saving_is_group", all(r["mha"] * r["cfg"].n_kv_heads == r["kvb"] * r["cfg"].heads for r in res.values()),
        "one KV head per query head costs H / H_kv times the bytes",
        operands=([r["mha"] / r["kvb"] for r in res.values()], [r["cfg"].heads / r["cfg"].n_kv_heads
-                                                                 for r in res.values()]))
+                                                                 for r in res.values()]),
+       relation=("smaller", "not", "equal"))
 sanity("per_layer_times_layers", all(r["trace"][4] * r["cfg"].layers == r["kvb"] for r in res.values()),
        "every layer stores the same K and V, so the per-layer bytes times L give the total",
        operands=([r["trace"][4] * r["cfg"].layers for r in res.values()], [r["kvb"] for r in res.values()]))
@@ -138,10 +139,10 @@ row("Llama 3 70B / Llama 3 8B", f"{r_70_l3:g}", w=28)
 row("Llama 2 7B / Falcon-7B", f"{r_l2_f7:g}", w=28)
 sanity("l3_smaller_than_l2", l3["kvb"] < l2["kvb"] and r_l2_l3 == closed(l2["cfg"]) / closed(l3["cfg"]),
        "Llama 3 8B stores fewer bytes per token than Llama 2 7B, by the ratio of 2 L H_kv D_h b",
-       operands=(l3["kvb"], l2["kvb"]))
+       operands=(l3["kvb"], l2["kvb"]), relation=("smaller", "equal"))
 sanity("ratios_closed_form", r_70_l2 == closed(l70["cfg"]) / closed(l2["cfg"])
        and r_70_l3 == closed(l70["cfg"]) / closed(l3["cfg"]) and r_l2_f7 == closed(l2["cfg"]) / closed(f7["cfg"]),
        "each ratio equals the ratio of the closed forms 2 L H_kv D_h b",
        operands=((r_70_l2, r_70_l3, r_l2_f7), (closed(l70["cfg"]) / closed(l2["cfg"]),
                                                closed(l70["cfg"]) / closed(l3["cfg"]),
-                                               closed(l2["cfg"]) / closed(f7["cfg"]))))
+                                               closed(l2["cfg"]) / closed(f7["cfg"]))), relation="equal")

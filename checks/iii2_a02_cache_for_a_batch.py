@@ -67,7 +67,7 @@ value("fp8_bytes", elem["fp8"], fixed=ELEM)
 e5m2 = torch.empty(0, dtype=torch.float8_e5m2).element_size()
 sanity("elem_two_routes", all(dtype_bytes(n) == e for n, e in elem.items()) and e5m2 == elem["fp8"],
        "servebench's bytes per element equal torch's element_size for bf16 and both fp8 formats",
-       operands=([dtype_bytes(n) for n in DTYPES], list(elem.values())))
+       operands=([dtype_bytes(n) for n in DTYPES], list(elem.values())), relation="equal")
 
 # -- three routes to the cache's bytes --------------------------------------------------------------
 layout = (L, 2, B, HKV, T, cfg.head_dim)     # (layers, K and V, batch, KV heads, tokens, head width)
@@ -114,10 +114,10 @@ for name in DTYPES:
            operands=(r["sb"], r["one"]))
 sanity("fp8_half", 2 * res["fp8"]["sb"] == res["bf16"]["sb"] and 2 * res["fp8"]["one"] == res["bf16"]["one"],
        "the fp8 cache is half the bf16 cache, by servebench and by the meta tensors",
-       operands=(res["fp8"]["one"], res["bf16"]["one"] / 2))
+       operands=(res["fp8"]["one"], res["bf16"]["one"] / 2), relation="half")
 per_seq = torch.empty(L, 2, 1, HKV, T, cfg.head_dim, dtype=torch.bfloat16, device=META).nbytes
 sanity("batch_linear", res["bf16"]["sb"] == B * per_seq, "the batch's cache is B times one sequence's",
-       operands=(res["bf16"]["sb"], B * per_seq))
+       operands=(res["bf16"]["sb"], B * per_seq), relation="equal")
 
 # -- GB against GiB -------------------------------------------------------------------------------------
 value("gib_in_gb", GiB / GB, fixed="the size of a GiB in GB, 2^30 / 10^9: a definition")
@@ -126,13 +126,13 @@ gap_gb = value("unit_gap_gb", res["bf16"]["sb"] / GB - res["bf16"]["sb"] / GiB)
 gap_seqs = value("unit_gap_seqs", gap_gb * GB / (T * res["bf16"]["kvb"]))
 sanity("unit_gap", gap_gb > 0 and abs(gap_gb * GB - res["bf16"]["one"] * (1 - GB / GiB)) < 1e-3 * GB,
        "the GiB figure read as GB understates the bytes by a share 1 - 10^9/2^30, measured on the meta tensor",
-       operands=(gap_gb, res["bf16"]["one"] * (1 - GB / GiB) / GB))
+       operands=(gap_gb, res["bf16"]["one"] * (1 - GB / GiB) / GB), relation="smaller")
 fp8_max = value("fp8_max", torch.finfo(torch.float8_e4m3fn).max,
                 fixed="the largest finite float8_e4m3fn: a property of the format")
 every = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).float()   # all 256 bit patterns
 sanity("fp8_max_two_routes", every[torch.isfinite(every)].max().item() == fp8_max,
        "torch.finfo's max is the largest finite value among all 256 float8_e4m3fn bit patterns",
-       operands=(every[torch.isfinite(every)].max().item(), fp8_max))
+       operands=(every[torch.isfinite(every)].max().item(), fp8_max), relation=("largest", "not"))
 
 # -- the weights, counted on meta-device modules ----------------------------------------------------------
 model = llama_meta(L, D, H, HKV, INTER, V, torch.bfloat16)
@@ -143,7 +143,8 @@ value("weights_gb", w_bytes / GB)
 dh = cfg.head_dim
 closed = 2 * V * D + L * (2 * D * H * dh + 2 * D * HKV * dh + 3 * D * INTER + 2 * D) + D
 sanity("weights_closed_form", n_params == closed,
-       "the meta modules hold 2Vd + L(2dHD_h + 2dH_kvD_h + 3dI + 2d) + d parameters", operands=(n_params, closed))
+       "the meta modules hold 2Vd + L(2dHD_h + 2dH_kvD_h + 3dI + 2d) + d parameters", operands=(n_params, closed),
+       relation="equal")
 r_bf16 = value("cache_bf16_over_weights", res["bf16"]["sb"] / w_bytes)
 r_fp8 = value("cache_fp8_over_weights", res["fp8"]["sb"] / w_bytes)
 print()
@@ -153,9 +154,11 @@ row("cache + weights, GB", f"{(res['bf16']['sb'] + w_bytes) / GB:.2f}", f"{(res[
 value("total_bf16_gb", (res["bf16"]["sb"] + w_bytes) / GB)
 value("total_fp8_gb", (res["fp8"]["sb"] + w_bytes) / GB)
 sanity("bf16_cache_exceeds_weights", res["bf16"]["one"] > w_bytes,
-       "the bf16 cache of the batch is larger than the weights", operands=(res["bf16"]["one"], w_bytes))
+       "the bf16 cache of the batch is larger than the weights", operands=(res["bf16"]["one"], w_bytes),
+       relation="larger")
 sanity("fp8_cache_exceeds_weights", res["fp8"]["one"] > w_bytes,
-       "even in fp8 the cache of the batch is larger than the weights", operands=(res["fp8"]["one"], w_bytes))
+       "even in fp8 the cache of the batch is larger than the weights", operands=(res["fp8"]["one"], w_bytes),
+       relation=("larger", "smaller"))
 
 # -- Variation: the same batch with one KV head per query head (the multi-head layout of Llama 2 7B) -------
 cfg_mha = ModelConfig(layers=L, d_model=D, heads=H, kv_heads=H, vocab=V, max_seq=T)
@@ -167,4 +170,5 @@ value("var_fp8_over_weights", var["fp8"] / w_bytes)
 print(f"\nVariation: {H} KV heads: KVCache {var['bf16'] / GB:.2f} GB in bf16, {var['fp8'] / GB:.2f} GB in fp8,"
       f" {var_ratio:g} times the grouped-query cache")
 sanity("var_ratio_is_group", var_ratio == H / HKV and var["bf16"] == kv_cache_bytes(cfg_mha, "bf16", slots=B, tokens=T),
-       "the cache grows by H / H_kv; KVCache agrees with kv_cache_bytes", operands=(var_ratio, H / HKV))
+       "the cache grows by H / H_kv; KVCache agrees with kv_cache_bytes", operands=(var_ratio, H / HKV),
+       relation="grows")

@@ -112,7 +112,7 @@ row("GB / GiB", f"{W / GB:.2f} / {W / GiB:.2f}")
 closed_params = 2 * V * D + L * (2 * D * H * DH + 2 * D * HKV * DH + 3 * D * INTER + 2 * D) + D
 sanity("weights_closed_form", n_params == closed_params and 2 * n_params == W,
        "the modules hold 2|V|d + L(2dHD_h + 2dH_kvD_h + 3dI + 2d) + d parameters, two bytes each",
-       operands=(n_params, closed_params))
+       operands=(n_params, closed_params), relation="equal")
 
 # -- the budget -------------------------------------------------------------------------------------
 budget = int(MEM_GB * GB * (1 - RESERVE))
@@ -151,7 +151,7 @@ for name, dt in DTYPES.items():
     value(f"b_gib_read_{name}", gib_read)
     sanity(f"search_matches_closed_{name}", found == closed and at <= budget < over,
            f"the meta-allocation search and floor(free / (T kv_bytes_per_token)) agree in {name}",
-           operands=(found, closed))
+           operands=(found, closed), relation=("largest", "not") if name == "bf16" else None)
 for label, key, fmt in [("bytes per token", "kvb", "{:,}"), ("one sequence of T tokens, GB", "per_seq", "{:.3f}"),
                         ("largest B, search over meta allocations", "found", "{}"),
                         ("largest B, closed form", "closed", "{}"),
@@ -165,7 +165,7 @@ b16, b8 = res["bf16"]["found"], res["fp8"]["found"]
 value("fp8_over_bf16", b8 / b16)
 sanity("fp8_doubles", 2 * b16 <= b8 <= 2 * b16 + 1,
        "halving the bytes per token gives floor(2x) sequences: twice the bf16 batch, or one more",
-       operands=(b8, 2 * b16))
+       operands=(b8, 2 * b16), relation="twice")
 
 # -- servebench's max_sequences counts its own model ----------------------------------------------------
 sb_params = param_count(cfg)
@@ -176,20 +176,21 @@ print(f"\nservebench's stand-in ({cfg.d_ff:,}-wide two-matrix MLP, a learned pos
 print(f"  {sb_params:,} parameters, {extra:,} more than the meta modules;"
       f" in fp8 it counts {weight_bytes(cfg, 'fp8') / GB:.2f} GB of weights")
 sanity("sb_extra_is_positions", extra == T * D,
-       "servebench's count exceeds Llama's by its learned position table, max_seq x d", operands=(extra, T * D))
+       "servebench's count exceeds Llama's by its learned position table, max_seq x d", operands=(extra, T * D),
+       relation=("larger", "not"))
 sanity("sb_within_one", 0 <= res["bf16"]["found"] - res["bf16"]["sb"] <= 1,
        "in bf16, counting a table smaller than one sequence's cache moves the answer by at most one",
-       operands=(res["bf16"]["found"], res["bf16"]["sb"]))
+       operands=(res["bf16"]["found"], res["bf16"]["sb"]), relation=("at most", "smaller"))
 # max_sequences counts the weights in the dtype it is given: asked for fp8, it takes an fp8 model
 sb_fp8_weights = value("sb_fp8_weights_gb", weight_bytes(cfg, "fp8") / GB)
 fp8_model = largest_batch(budget - sb_params * torch.empty(0, dtype=torch.float8_e4m3fn).element_size(), T,
                           res["fp8"]["kvb"])
 sanity("sb_fp8_is_fp8_weights", res["fp8"]["sb"] == fp8_model and res["fp8"]["sb"] >= res["fp8"]["found"],
        "servebench's fp8 answer is what one-byte weights of its own model would leave",
-       operands=(res["fp8"]["sb"], fp8_model))
+       operands=(res["fp8"]["sb"], fp8_model), relation="not")
 sanity("table_below_one_sequence", extra * 2 < res["fp8"]["per_seq"],
        "the position table's bf16 bytes are less than one sequence's fp8 cache",
-       operands=(extra * 2, res["fp8"]["per_seq"]))
+       operands=(extra * 2, res["fp8"]["per_seq"]), relation="smaller")
 
 # -- Variation: half the context ------------------------------------------------------------------------
 T2 = given("T_half", 4096)

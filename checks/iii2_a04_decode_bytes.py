@@ -79,7 +79,7 @@ value("closed_mb", closed / MB)
 value("dec_flops", cost.flops)
 value("counted_flops", counted)
 value("dec_mflops", cost.flops / 1e6)
-intensity = value("dec_intensity", cost.intensity)
+intensity = value("dec_intensity", cost.intensity, unit="FLOP/B")
 value("dec_kv_share", B * CTX * kvb / cost.bytes)
 value("dec_cache_mb", B * CTX * kvb / MB)
 value("per_token_mb", cost.bytes / B / MB)
@@ -101,14 +101,16 @@ row("the same at a batch of one, MB", f"{one.bytes / MB:.1f}")
 row("bandwidth bound on the step at H100, us", f"{cost.bytes / BW_H100 * 1e6:.1f}")
 sanity("bytes_two_routes", cost.bytes == closed,
        "decode_cost's bytes equal the streamed weights' .nbytes plus B x (context x KV position + rows)",
-       operands=(cost.bytes, closed))
+       operands=(cost.bytes, closed), relation="equal")
 sanity("flops_two_routes", cost.flops == counted,
-       "decode_cost's FLOPs equal FlopCounterMode's count of the real decode step", operands=(cost.flops, counted))
+       "decode_cost's FLOPs equal FlopCounterMode's count of the real decode step", operands=(cost.flops, counted),
+       relation="not")
 sanity("kvb_two_routes", kvb == kv_bytes_per_token(cfg, DT),
        "one position of the real KVCache, over all layers, is kv_bytes_per_token",
        operands=(kvb, kv_bytes_per_token(cfg, DT)))
 sanity("batching_cuts_per_token", cost.bytes / B < one.bytes,
-       "the bytes per generated token at B are below those of a batch of one", operands=(cost.bytes / B, one.bytes))
+       "the bytes per generated token at B are below those of a batch of one", operands=(cost.bytes / B, one.bytes),
+       relation=("smaller", "larger"))
 
 # ================================ Part 2: Llama 3 8B ============================================
 L = fact("llama3_8b_layers", "l3_layers")
@@ -120,7 +122,7 @@ INTER = fact("llama3_8b_intermediate", "l3_intermediate", nudge=2)  # even: serv
 T = fact("llama3_8b_context", "T")
 B2 = given("B2", 32)
 BW_H200 = fact("h200_sxm_hbm_tbs", "bw_h200_tbs") * 1e12
-PEAK = fact("h100_sxm_bf16_dense_tflops", "peak_tflops") * 1e12
+PEAK = fact("h100_sxm_bf16_dense_tflops", "peak_tflops", unit="TFLOP/s") * 1e12
 DH = D // H
 
 
@@ -189,8 +191,8 @@ per_tok_1 = value("l3_per_token_b1_gb", (w_read + T * kvb8 + row_bytes) / GB)
 value("l3_per_token_floor_gb", (T * kvb8 + row_bytes) / GB)
 value("l3_gflops", flops8 / 1e9)
 value("l3_kv_share", B2 * T * kvb8 / step)
-i8 = value("l3_intensity", flops8 / step)
-ridge = value("ridge", ridge_point(PEAK, BW_H100))
+i8 = value("l3_intensity", flops8 / step, unit="FLOP/B")
+ridge = value("ridge", ridge_point(PEAK, BW_H100), unit="FLOP/B")
 t100 = value("t_h100_ms", step / BW_H100 * 1e3)
 t200 = value("t_h200_ms", step / BW_H200 * 1e3)
 t_compute = value("t_compute_ms", flops8 / PEAK * 1e3)
@@ -215,26 +217,29 @@ row("bandwidth bound on the step, H200, ms", f"{t200:.2f}", **w2)
 row("compute bound on the step, H100, ms", f"{t_compute:.3f}", **w2)
 sanity("l3_sb_extra_is_position_rows", cost8.bytes - step == B2 * D * torch.empty(0, dtype=BF16).element_size(),
        "decode_cost on the stand-in reads one more row per sequence (its position table) and nothing else",
-       operands=(cost8.bytes - step, B2 * D * 2))
+       operands=(cost8.bytes - step, B2 * D * 2), relation=("not", "larger"))
 sanity("l3_flops_two_routes", flops8 == cost8.flops,
-       "FlopCounterMode on the meta Llama step counts the FLOPs decode_cost gives", operands=(flops8, cost8.flops))
+       "FlopCounterMode on the meta Llama step counts the FLOPs decode_cost gives", operands=(flops8, cost8.flops),
+       relation="equal")
 sanity("l3_memory_bound", i8 < ridge and t_compute < t100,
-       "the step's intensity is below the ridge: the bytes, not the FLOPs, bound its time", operands=(i8, ridge))
-asym = value("l3_asymptote", (cost8.flops / B2) / (T * kvb8 + row_bytes))
+       "the step's intensity is below the ridge: the bytes, not the FLOPs, bound its time", operands=(i8, ridge),
+       relation=("smaller", "at least", "not"))
+asym = value("l3_asymptote", (cost8.flops / B2) / (T * kvb8 + row_bytes), unit="FLOP/B")
 crit = critical_decode_batch(cfg8, DT, context=T, peak_flops=PEAK, bandwidth=BW_H100)
 value("l3_no_compute_bound_batch", crit is None)
 sanity("l3_never_compute_bound", crit is None and asym < ridge,
        "each sequence adds fewer FLOPs per byte than the ridge: no batch is compute bound at this context",
-       operands=(asym, ridge))
+       operands=(asym, ridge), relation="not")
 sanity("h200_faster_by_bandwidth", abs(t100 / t200 - BW_H200 / BW_H100) < 1e-12 and t200 < t100,
-       "the H200's bound is shorter by the ratio of the bandwidths", operands=(t100 / t200, BW_H200 / BW_H100))
+       "the H200's bound is shorter by the ratio of the bandwidths", operands=(t100 / t200, BW_H200 / BW_H100),
+       relation=("smaller", "equal"))
 sanity("l3_per_token_falls", per_tok < per_tok_1,
        "batching cuts the bytes per generated token", operands=(per_tok, per_tok_1))
 floor_tok = (T * kvb8 + row_bytes) / GB
 sanity("l3_per_token_above_floor",
        per_tok > floor_tok and math.isclose(per_tok - floor_tok, w_read / B2 / GB, rel_tol=1e-12),
        "the bytes per generated token stay above one sequence's cache and row by the weights' share W / B",
-       operands=(per_tok, floor_tok))
+       operands=(per_tok, floor_tok), relation=("larger", "falls", "not"))
 
 # -- the batch from which the cache's bytes exceed the weights' ---------------------------------------
 b_cross = 1
@@ -251,7 +256,8 @@ value("cache_below_cross_gb", (b_cross - 1) * T * kvb8 / GB)
 row("batch from which the cache outweighs the weights", b_cross, **w2)
 row("tokens of cache that weigh as much as the weights", f"{w_read // kvb8:,}", **w2)
 sanity("cross_two_routes", b_cross == b_closed and (b_cross - 1) * T * kvb8 <= w_read < b_cross * T * kvb8,
-       "the meta-allocation search and floor(weights / (T kv_bytes_per_token)) + 1 agree", operands=(b_cross, b_closed))
+       "the meta-allocation search and floor(weights / (T kv_bytes_per_token)) + 1 agree", operands=(b_cross, b_closed),
+       relation="equal")
 
 # -- Variation: an fp8 cache ------------------------------------------------------------------------------
 kvb8_fp8 = kv_bytes_per_token(cfg8, "fp8")
@@ -262,7 +268,7 @@ value("var_fp8_per_token_gb", step_fp8 / B2 / GB)
 fp8_cache = torch.empty(L, 2, B2, HKV, T, DH, dtype=torch.float8_e4m3fn, device=META).nbytes
 sanity("var_fp8_cache_half", 2 * fp8_cache == B2 * T * kvb8 and step_fp8 == w_read + B2 * row_bytes + fp8_cache,
        "the fp8 cache of the batch (a meta tensor) is half the bf16 cache term; the rest of the step is unchanged",
-       operands=(fp8_cache, B2 * T * kvb8 / 2))
+       operands=(fp8_cache, B2 * T * kvb8 / 2), relation="half")
 b_cross_fp8 = 1
 while torch.empty(L, 2, b_cross_fp8, HKV, T, DH, dtype=torch.float8_e4m3fn, device=META).nbytes <= w_read:
     b_cross_fp8 += 1

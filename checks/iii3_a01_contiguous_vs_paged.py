@@ -125,7 +125,7 @@ row("positions written per slot", *[f"{m:,}" for m in written], cw=8)
 row("share of the reservation used", f"{tiny_share:.2%}")
 sanity("tiny_reserves_all", before == after == formula == slots * max_seq * lm.kv_bytes_per_token(),
        "the cache holds slots x max_seq positions before and after prefill, as kv_cache_bytes says",
-       operands=(after, formula))
+       operands=(after, formula), relation="equal")
 sanity("tiny_writes_n", written == fill == lm.lengths(), "a slot writes exactly its n positions",
        operands=(written, fill))
 
@@ -169,7 +169,7 @@ w_gb = value("weights_gb", w_bytes / GB)
 kvd = kv_heads * (d // heads)
 closed = 2 * vocab * d + layers * (2 * d * d + 2 * d * kvd + 3 * d * d_ff + 2 * d) + d
 sanity("params_two_routes", params == closed, "meta modules' parameters = the closed form of Llama's shapes",
-       operands=(params, closed))
+       operands=(params, closed), relation="equal")
 budget = value("budget_gb", util * gpu_gb)
 pool = value("pool_bytes", int(util * gpu_gb * GB) - w_bytes)
 pool_gb = value("pool_gb", pool / GB)
@@ -184,7 +184,8 @@ fits_contig = value("fits_contig", pool // reserve)
 probe_in = KVCache(cfg, fits_contig, torch.bfloat16, torch.device("meta")).nbytes
 probe_out = KVCache(cfg, fits_contig + 1, torch.bfloat16, torch.device("meta")).nbytes
 sanity("contig_probe", probe_in <= pool < probe_out,
-       "a meta KVCache of fits_contig slots fits the pool and one more slot does not", operands=(probe_in, pool))
+       "a meta KVCache of fits_contig slots fits the pool and one more slot does not", operands=(probe_in, pool),
+       relation="not")
 contig_share = value("contig_used_share", float(n.sum()) / (n_req * max_seq))
 contig_waste_tok = value("contig_waste_tokens", float(max_seq - n.mean()))
 value("contig_waste_gb", contig_waste_tok * kvpt / GB)
@@ -229,15 +230,15 @@ sanity("next_does_not_fit", next_blocks > free_left, "the first sequence left ou
 ids = [blk for i in range(fits_paged) for blk in alloc.tables[i]]
 held_closed = int(need[:fits_paged].sum())
 sanity("alloc_matches_ceil", alloc_blocks == need[:fits_paged].tolist() and alloc.used == held_closed,
-       "the allocator's block tables have ceil(n / b) entries each", operands=(alloc.used, held_closed))
+       "the allocator's block tables have ceil(n / b) entries each", operands=(alloc.used, held_closed), relation="not")
 sanity("alloc_ids_unique", len(ids) == len(set(ids)) == alloc.used, "no block id is handed out twice")
 sanity("fits_two_routes", fits_paged == closed_fits,
        "the allocator admits as many as the cumulative ceil(n / b) allows", operands=(fits_paged, closed_fits))
 sanity("waste_below_b", max(alloc_waste) <= b - 1 and int(waste.max()) <= b - 1,
-       "no sequence wastes more than b - 1 slots", operands=(max(alloc_waste), b - 1))
+       "no sequence wastes more than b - 1 slots", operands=(max(alloc_waste), b - 1), relation="at most")
 gain = value("fits_ratio", fits_paged / fits_contig)
 sanity("paged_fits_more", fits_paged > fits_contig, "blocks fit more sequences than the contiguous reservation",
-       operands=(fits_paged, fits_contig))
+       operands=(fits_paged, fits_contig), relation="larger")
 sanity("shares", contig_share < paged_share, "the paged pool uses a larger share of what it holds",
        operands=(contig_share, paged_share))
 # the gain is the ratio of the memory each scheme gives a sequence, up to the floors of the pool division:
@@ -248,7 +249,7 @@ value("gain_approx", approx)
 slack = 1 / (fits_contig - 1) + (next_blocks + 1) / num_blocks
 sanity("gain_is_reservation_ratio", abs(gain / approx - 1) <= slack,
        "fits_paged / fits_contig = max_seq / mean(b x ceil(n / b)) up to the slack of the two floors",
-       operands=(gain, approx))
+       operands=(gain, approx), relation="equal")
 
 print(f"\nThe pool of {pool_gb:.2f} GB, two ways")
 row("", "contiguous", f"blocks of {b}")

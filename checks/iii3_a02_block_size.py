@@ -68,7 +68,7 @@ for b in sizes:
     sanity(f"table_b{b}", torch.equal(counted, torch.from_numpy(blocks))
            and int(table.max()) + 1 == int(blocks.sum()) and table.nbytes == n_req * width * entry_bytes,
            "the padded int32 block table holds ceil(n / b) ids per row, all distinct, in n x ceil(max_seq / b) x 4 B",
-           operands=(int(counted.sum()), int(blocks.sum())))
+           operands=(int(counted.sum()), int(blocks.sum())), relation="not" if b == 16 else None)
     w_mean, e_mean = float(waste.mean()), float(blocks.mean())
     identity.append(abs(b * e_mean - (n_mean + w_mean)) < 1e-9)
     W.append(w_mean)
@@ -81,7 +81,7 @@ for b in sizes:
     value(f"entries_{tag}", e_mean)
     value(f"entries_approx_{tag}", n_mean / b + 0.5)
     value(f"table_kib_{tag}", table.nbytes / n_req / KiB)
-    value(f"waste_mb_{tag}", w_mean * kvpt / MB, **({"fixed": "a block of one token is never partly empty"}
+    value(f"waste_mb_{tag}", w_mean * kvpt / MB, unit="MB", **({"fixed": "a block of one token is never partly empty"}
                                                     if b == 1 else {}))
     value(f"filled_{tag}", float(n.sum() / (blocks * b).sum()),
           **({"fixed": "a block of one token is never partly empty"} if b == 1 else {}))
@@ -91,12 +91,14 @@ for b in sizes:
     if b > 1:
         tol = 4 * b / math.sqrt(12 * n_req)
         sanity(f"approx_{tag}_ok", abs(w_mean - (b - 1) / 2) <= tol,
-               "the mean empty slots are (b - 1) / 2 within four standard errors", operands=(w_mean, (b - 1) / 2))
+               "the mean empty slots are (b - 1) / 2 within four standard errors", operands=(w_mean, (b - 1) / 2),
+               relation={"b256": "falls", "b8": "larger"}.get(tag))
 
 sanity("entries_identity", all(identity), "b x mean entries = mean n + mean empty slots at every b")
-sanity("waste_grows", all(a < b for a, b in itertools.pairwise(W)), "empty slots grow with b", operands=(W[0], W[-1]))
+sanity("waste_grows", all(a < b for a, b in itertools.pairwise(W)), "empty slots grow with b", operands=(W[0], W[-1]),
+       relation=("grows", "falls"))
 sanity("entries_fall", all(a > b for a, b in itertools.pairwise(E)), "table entries fall with b",
-       operands=(E[0], E[-1]))
+       operands=(E[0], E[-1]), relation="falls")
 gap256 = value("approx_gap_b256", (sizes[-1] - 1) / 2 - W[-1])
 
 # -- Step 3: the best block size for a cost c per entry, and where it moves --------------------------
@@ -132,7 +134,8 @@ for k in range(len(sizes) - 1):
     row(str(b1), str(b2), f"{ck:.4f}", f"{approx_ck:.4f}", w=10, cw=13)
     gaps.append(abs(ck / approx_ck - 1))
     sanity(f"cross_approx_{b1}_{b2}_ok", gaps[-1] < CROSS_TOL,
-           "the crossover is b1 b2 / (2 mean n) within 10%", operands=(ck, approx_ck))
+           "the crossover is b1 b2 / (2 mean n) within 10%", operands=(ck, approx_ck),
+           relation="differs" if (b1, b2) == (32, 64) else None)
 
 
 value("cross_max_gap", max(gaps))
@@ -145,7 +148,8 @@ def argmin_at(cc):
 # the brute-force argmin just below and just above each crossover moves from b_k to b_(k+1)
 sanity("crossovers_move", all(argmin_at(ck * (1 - 1e-6)) == sizes[k] and argmin_at(ck * (1 + 1e-6)) == sizes[k + 1]
                               for k, ck in enumerate(cross)),
-       "the argmin of the costs switches at each crossover", operands=(cross[0], cross[-1]))
+       "the argmin of the costs switches at each crossover", operands=(cross[0], cross[-1]),
+       relation=("smaller", "larger"))
 k_best = sizes.index(best)
 lo = value("c_low", cross[k_best - 1] if k_best > 0 else 0.0)
 hi = value("c_high", cross[k_best] if k_best < len(cross) else math.inf)
@@ -156,7 +160,7 @@ c_mem = value("c_mem", entry_bytes / kvpt)
 best_mem = argmin_at(c_mem)
 sanity("mem_best_is_smallest", best_mem == sizes[0] and c_mem < cross[0],
        "by bytes alone an entry costs less than the first crossover: the smallest block wins",
-       operands=(c_mem, cross[0]))
+       operands=(c_mem, cross[0]), relation=("smaller", "smallest", "larger"))
 print(f"\nIn bytes alone: an int32 entry is {entry_bytes} B against {kvpt:,} B per token slot:"
       f" c = {c_mem:.2e}, best b = {best_mem}")
 # the padded table at b = 1 against one empty slot's keys and values at b = 16
@@ -181,5 +185,5 @@ sanity("longer_moves_up", b_star2 > b_star and b_star3 > b_star
        and best2 in (max(b for b in sizes if b <= b_star2), min(b for b in sizes if b >= b_star2))
        and best3 in (max(b for b in sizes if b <= b_star3), min(b for b in sizes if b >= b_star3)),
        "longer sequences and a dearer entry raise sqrt(2 c mean n), and the best b is its neighbour in the list",
-       operands=((b_star2, b_star3), b_star))
+       operands=((b_star2, b_star3), b_star), relation="grows")
 print(f"\nVariation: median {median2:g} -> best b = {best2}; c = {c2:g} -> best b = {best3}")

@@ -161,14 +161,14 @@ sanity("sharing_three_routes", a0.used == without and aA.used == aB.used == with
        "no sharing = sum ceil((P + p)/b); hash cache = fork with copy-on-write = q + sum ceil((r + p)/b)",
        operands=(aA.used, with_closed))
 sanity("saving_closed_form", saved == (R - 1) * q, "the saving is (R - 1) full prefix blocks",
-       operands=(saved, (R - 1) * q))
+       operands=(saved, (R - 1) * q), relation="equal")
 sanity("prefix_refcounts", all(x == R for x in shared_refs) and sum(x > 1 for x in aA.ref) == q,
        "each full prefix block is held once with reference count R, and no other block is shared",
-       operands=(shared_refs[0] if shared_refs else R, R))
+       operands=(shared_refs[0] if shared_refs else R, R), relation=("differs", "not"))
 tail_private = not r or all(aA.ref[aA.tables[i][q]] == 1 for i in range(R))
 sanity("tail_not_shared", tail_private and aB.copies == (R if r else 0),
        "the partial prefix block is private: the hash cache never shares it, the fork copies it once per request",
-       operands=(aB.copies, R if r else 0))
+       operands=(aB.copies, R if r else 0), relation="not")
 
 print(f"Sharing: {R} requests share a system prompt of {P:,} tokens (blocks of {b})")
 row("full prefix blocks, tokens in the partial one", f"{q}", f"{r}")
@@ -242,7 +242,7 @@ prompt_blocks = value("prompt_blocks", run["prompt_blocks"])
 # the same memory as a contiguous cache: each sequence reserves max_seq slots (servebench's KVCache)
 contig = value("contig_fits", pool * block_bytes // kv_cache_bytes(cfg, "bf16", slots=1))
 sanity("contig_fewer", contig < R, "a contiguous cache of the same bytes holds fewer than the burst",
-       operands=(contig, R))
+       operands=(contig, R), relation="smaller")
 sanity("all_admitted", run["waited"] == 0, "the pool holds every prompt at step 0", operands=(prompt_blocks, pool))
 events, preempted, recomputed, step, peak, gen, first = (
     run[k] for k in ("events", "preempted", "recomputed", "steps", "peak", "gen", "first"))
@@ -284,17 +284,18 @@ value("victim_readmit_step", again[0][0] if again else 0)
 value("victim_next_preempt", again[1][0] if len(again) > 1 and again[1][1] == "preempt" else 0)
 sanity("first_step_two_routes", t_star == t_closed and demand[:t_closed - 1].max() <= pool < demand[t_closed - 1],
        "the simulation preempts first at the first step whose demand exceeds the pool",
-       operands=(t_star, t_closed))
+       operands=(t_star, t_closed), relation="larger")
 first_victims = [e[2] for e in events if e[0] == t_star and e[1] == "preempt"]
 sanity("victims_two_routes", first_victims == victims_closed,
        "the simulation's victims are the newest requests the closed form must drop",
-       operands=(first_victims, victims_closed))
+       operands=(first_victims, victims_closed), relation="falls")
 sanity("victim_is_newest", victim == max(i for i in range(R) if o[i] >= t_star) and victim == alive[-1],
        "the victim is the most recently admitted request still generating", operands=(victim, int(alive[-1])))
 sanity("recompute_is_held", held_v == int(p[victim]) + t_star - 1,
        "the victim recomputes its prompt and the tokens it generated before the step",
        operands=(held_v, int(p[victim]) + t_star - 1))
-sanity("never_over", peak <= pool, "the pool never holds more blocks than it has", operands=(peak, pool))
+sanity("never_over", peak <= pool, "the pool never holds more blocks than it has", operands=(peak, pool),
+       relation="not")
 sanity("every_output_done", gen == o.tolist() and run["empty"],
        "every request generates exactly its output and the pool ends empty")
 sanity("swap_is_blocks", blocks_v == -(-held_v // b), "the victim holds ceil(tokens / b) blocks",
@@ -328,6 +329,6 @@ fits = run_burst(need_max)
 short = run_burst(need_max - 1)
 sanity("no_preempt_two_routes", not fits["preempted"] and fits["empty"] and len(short["preempted"]) > 0,
        "the simulation never preempts in a pool of max D(t) blocks, and does in one block less",
-       operands=(len(fits["preempted"]), len(short["preempted"])))
+       operands=(len(fits["preempted"]), len(short["preempted"])), relation=("not", "smaller"))
 print(f"\nVariation: the demand peaks at {need_max:,} blocks; that pool runs the burst with"
       f" {len(fits['preempted'])} preemptions, one block less with {len(short['preempted'])}")

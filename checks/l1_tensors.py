@@ -30,7 +30,8 @@ for name, t in [("loss", loss), ("ticket", ticket), ("tickets", tickets), ("batc
     value(f"{name}_numel", t.numel(), fixed=scalar if t.dim() == 0 else None)
     value(f"{name}_bytes", t.nbytes, fixed=scalar if t.dim() == 0 else None)
 
-fp32_bytes = value("fp32_elem", tickets.element_size(), fixed="bytes of an fp32 element: a property of the dtype")
+fp32_bytes = value("fp32_elem", tickets.element_size(), unit="B",
+                   fixed="bytes of an fp32 element: a property of the dtype")
 print(f"\nan fp32 element takes {fp32_bytes} bytes; bytes = elements x {fp32_bytes}")
 sanity("rank_is_len_shape", all(t.dim() == len(t.shape) for t in (loss, ticket, tickets, batches)),
        "the rank is the number of entries in the shape")

@@ -36,7 +36,7 @@ except RuntimeError as exc:
 print(f"torch.dot with lengths {x.numel()} and {w[:-1].numel()} raises: {short_refused}")
 sanity("dot_needs_equal_length", x.numel() == w.numel() and "same number of elements" in short_refused,
        "a dot product pairs entries one for one: equal lengths work, unequal lengths are refused",
-       operands=(x.numel(), w.numel()))
+       operands=(x.numel(), w.numel()), relation="differs")
 
 m = given("m", 4)                                   # rows of A: four tickets
 k = given("k", 3)                                   # the inner dimension: three features

@@ -54,7 +54,7 @@ value("b_stretched_shape", aligned.expand_as(XW).shape)
 sanity("missing_axis_is_one", tuple(aligned.shape) == (1,) * (XW.dim() - b.dim()) + tuple(b.shape)
        and torch.broadcast_shapes(b.shape, XW.shape) == torch.broadcast_shapes(aligned.shape, XW.shape),
        "the shorter shape gains leading axes of length 1, and broadcasts exactly as if it had them",
-       operands=(tuple(aligned.shape), (1,) * (XW.dim() - b.dim()) + tuple(b.shape)))
+       operands=(tuple(aligned.shape), (1,) * (XW.dim() - b.dim()) + tuple(b.shape)), relation="smaller")
 sanity("bias_on_every_row", all(torch.equal(Z[i], XW[i] + b) for i in range(n_tickets)),
        "broadcasting adds the same b to each row")
 sanity("no_copy_of_b", b.expand(n_tickets, C).stride() == (0, 1),
@@ -113,7 +113,8 @@ q_sum = torch.zeros(q_B, C) + b
 value("q_scores_shape", (q_B, C))
 value("q_sum_shape", q_sum.shape)
 sanity("q_sum_keeps_size", q_sum.numel() == q_B * C and q_sum.numel() >= b.numel(),
-       "broadcasting never shrinks: the sum has as many entries as the scores", operands=(q_sum.numel(), q_B * C))
+       "broadcasting never shrinks: the sum has as many entries as the scores", operands=(q_sum.numel(), q_B * C),
+       relation="does not fall")
 q_n = given("q_n", 3)                       # quick check on the quiet bug: three tickets
 q_diff = torch.zeros(q_n, 1) - torch.zeros(q_n)
 value("q_pred_shape", (q_n, 1))

@@ -41,7 +41,7 @@ print(f"A. {B} examples, then the same {B} twice (B = {B_doubled}); SGD step, lr
 print(f"   reduction='mean': |update| {lr * mean8.norm():.4f} -> {lr * mean16.norm():.4f}  (x{r_mean:.2f})")
 print(f"   reduction='sum':  |update| {lr * sum8.norm():.4f} -> {lr * sum16.norm():.4f}  (x{r_sum:.2f})")
 sanity("sum_doubles", torch.allclose(sum16, 2 * sum8), "summing over twice the examples doubles the gradient",
-       operands=(sum16.norm().item(), 2 * sum8.norm().item()))
+       operands=(sum16.norm().item(), 2 * sum8.norm().item()), relation="grows")
 sanity("mean_unchanged", torch.allclose(mean16, mean8), "the mean gradient does not depend on B here",
        operands=(mean16.norm().item(), mean8.norm().item()))
 
@@ -69,4 +69,4 @@ print(f"\nC. two batches of {B} random tickets (seed 0), two backward calls with
 print(f"   |W.grad| {stale.norm():.4f}; the second batch alone {fresh.norm():.4f}  (Frobenius norms)")
 print(f"   W.grad - grad(batch 2) - grad(batch 1): largest entry {leftover:.1e}")
 sanity("stale_is_sum", torch.allclose(stale, first + fresh), "the buffer holds batch 1 + batch 2",
-       operands=(stale.norm().item(), (first + fresh).norm().item()))
+       operands=(stale.norm().item(), (first + fresh).norm().item()), relation=("equal", "differs"))

@@ -46,7 +46,7 @@ max_diff = (logits - one_by_one).abs().max().item()
 print(f"batch product vs one ticket at a time: largest difference {max_diff:.1e}")
 sanity("batch_equals_loop", torch.allclose(logits, one_by_one),
        "one (B, 3) @ (3, 5) product gives the same scores as B separate (3,) @ (3, 5) products, up to rounding",
-       operands=(logits.detach().tolist(), one_by_one.detach().tolist()))
+       operands=(logits.detach().tolist(), one_by_one.detach().tolist()), relation=("differs", "not"))
 
 g = torch.Generator().manual_seed(0)
 print("\nthe same router on bigger batches:")

@@ -37,7 +37,8 @@ value("logits_shape", logits.shape)
 value("probs_shape", probs.shape)
 value("p_ticket0_billing", probs[0, 0])
 value("p_ticket3_other", probs[3, 4])
-sanity("rows_sum_to_one", torch.allclose(probs.sum(dim=1), torch.ones(B)), "each row of probabilities sums to 1")
+sanity("rows_sum_to_one", torch.allclose(probs.sum(dim=1), torch.ones(B)), "each row of probabilities sums to 1",
+       relation="not")
 sanity("order_kept", torch.equal(probs.argmax(dim=1), logits.argmax(dim=1)),
        "softmax keeps the order of the scores: the pick does not change")
 
@@ -127,7 +128,7 @@ print(f"\nexp(z) overflows float32 above z = {limit.item():.4f} (bisection on to
 sanity("exp_overflows_past_limit", bool(torch.isfinite(torch.exp(lo))) and not bool(torch.isfinite(torch.exp(hi)))
        and abs(lo.item() - formula.item()) < 1e-4,
        "exp is finite up to the threshold found by bisection, infinite just past it, and the threshold is ln(max)",
-       operands=(lo.item(), formula.item()))
+       operands=(lo.item(), formula.item()), relation=("larger", "largest"))
 big_z = given("big_z", 1000.0)                         # one huge logit
 big = torch.tensor([big_z, 0.0])
 value("big", big.tolist())

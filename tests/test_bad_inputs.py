@@ -1,4 +1,4 @@
-"""Twenty bad inputs, as a careless or hostile author would write them: each fails both roads.
+"""Bad inputs, as a careless or hostile author would write them: each fails both roads.
 
 Every case edits a copy of the tiny book, then runs ``numbook verify`` and
 ``mkdocs build --strict``. Where the input is a fault, both exit non-zero and both put the
@@ -116,6 +116,20 @@ CASES: dict[str, tuple[Callable[[Path], None], str]] = {
     "a misplaced thousands separator": (
         lambda r: edit(r, A01, "[[16,384,000|numel]]", "[[16,38,4000|numel]]"),
         "problems/I.1.A01.md:28: claim '[[16,38,4000|numel]]': '16,38,4000' has a misplaced thousands separator"),
+    "a flipped relation word next to its sanity": (
+        lambda r: edit(r, A02, "Memory grows linearly", "Memory falls linearly"),
+        "problems/I.1.A02.md:39: relation word 'falls' says falls, but sanity 'linear' of checks/i1_a02_reuse.py "
+        "asserts grows"),
+    "a negation added next to its sanity": (
+        lambda r: edit(r, A01, "bf16 takes exactly half", "bf16 does not take exactly half"),
+        "problems/I.1.A01.md:45: relation word 'not take exactly half' says not half, but sanity 'half' of "
+        "checks/i1_a01_embedding.py asserts half"),
+    "a digit glued to a claim": (
+        lambda r: edit(r, A01, "## Answer\n\n[[65.5|fp32_mb]] MB", "## Answer\n\n[[65.5|fp32_mb]]0 MB"),
+        "problems/I.1.A01.md:36: '0' is glued to the claim [[65.5|fp32_mb]]: the reader reads 65.50"),
+    "an empty literal": (
+        lambda r: edit(r, A01, "## Answer\n\n[[65.5|fp32_mb]] MB", "## Answer\n\n[[|fp32_mb]] MB"),
+        "problems/I.1.A01.md:36: marker '[[|fp32_mb]]' would be published as typed: its literal is empty"),
     "an empty page under problems/": (
         lambda r: (r / "problems" / "I.1.A03.md").write_text("", encoding="utf-8"),
         "problems/I.1.A03.md:1: a page under problems/ must be a problem page"),

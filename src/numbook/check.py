@@ -124,12 +124,51 @@ def _dtype(x: Any) -> str | None:
     return text if text in ("float64", "float32", "float16", "bfloat16") else None
 
 
+_ITEMS: dict[int, tuple[float, str]] = {}
+"""id of a float that ``Tensor.item()`` returned from a low-precision tensor -> (the float, the tensor's dtype)."""
+
+
+def _watch_items() -> None:
+    """Make ``Tensor.item()`` remember the dtype of the low-precision tensor each float came from.
+
+    ``value("loss", t.item())`` records a plain Python float: without this, a float32 loss would
+    pass a claim written with 12 digits. Only the float object ``item()`` returned is recognised
+    (arithmetic on it makes a new float, whose dtype is the author's to declare with ``dtype=``).
+    The map holds the floats it names, so an id is never reused while it is in the map; it is
+    emptied past 100,000 entries (a timing loop calls ``item()`` many times).
+    """
+    torch = sys.modules.get("torch")
+    tensor = getattr(torch, "Tensor", None)
+    if tensor is None or getattr(tensor.item, "_numbook", False):
+        return
+    original = tensor.item
+
+    def item(self: Any) -> Any:
+        x = original(self)
+        if type(x) is float:
+            dt = str(self.dtype).removeprefix("torch.")
+            if dt in ("float32", "float16", "bfloat16"):
+                if len(_ITEMS) >= 100_000:
+                    _ITEMS.clear()
+                _ITEMS[id(x)] = (x, dt)
+        return x
+
+    item._numbook = True  # type: ignore[attr-defined]
+    tensor.item = item
+
+
+def _item_dtype(x: Any) -> str | None:
+    seen = _ITEMS.get(id(x)) if type(x) is float else None
+    return seen[1] if seen is not None and seen[0] is x else None
+
+
 def _describe(name: str, x: Any, unit: str | None, dtype: str | None) -> None:
     if unit:
         _state["units"][name] = unit
-    found = dtype or _dtype(x)
+    found = dtype or _dtype(x) or _item_dtype(x)
     if found:
         _state["dtypes"][name] = found
+    _watch_items()   # torch imported after this module: watch from the first recorded value on
 
 
 def _nudge(x: Any, by: float | None = None) -> Any:
@@ -353,3 +392,4 @@ def _write_result() -> None:
 
 
 atexit.register(_write_result)
+_watch_items()   # the warm parent imported torch before the check: watch from the first line

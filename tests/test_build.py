@@ -151,7 +151,7 @@ def test_a_number_in_the_description_must_repeat_a_claim_of_the_page(tmp_path: P
     assert verify(root).returncode == 0
 
     edit(root, A01, "65.5 MB in fp32", "65.6 MB in fp32")   # a stale copy of the claim's 65.5
-    message = ("problems/I.1.A01.md:6: number '65.6' in the description repeats no verified claim or free number "
+    message = ("problems/I.1.A01.md:6: number '65.6' MB in the description repeats no verified claim or free number "
                "of this page: a description cannot be bound, so each of its numbers must repeat one the prose binds "
                "([[65.6|name]]) or marks free ([[65.6|free]]), or leave it out")
     proc = build(root)

@@ -325,10 +325,6 @@ for _ in range(14):
     mid = (lo_r + hi_r) / 2
     lo_r, hi_r = (mid, hi_r) if attainment(mid) >= TARGET else (lo_r, mid)
 dist = value("distserve_goodput", lo_r, unit="req/s")
-value("goodput_over_capacity", dist / capacity - 1)
-sanity("goodput_near_capacity", 0 < dist / capacity - 1 < 0.10,
-       "this draw's goodput lies above the closed-loop capacity, within 10% of it", operands=(dist, capacity),
-       relation="larger")
 print(f"DistServe goodput (highest rate with {TARGET:.0%} of requests within both SLOs): {dist:.2f} req/s")
 
 # --- chunked prefill against prefill-first --------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import re
+from decimal import Decimal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -419,11 +420,15 @@ class _Verifier:
         return unit
 
     def precision(self, res: CheckResult, name: str, literal: ClaimLiteral, line: int) -> None:
-        """A claim may not claim more significant digits than its value's dtype carries."""
+        """A claim may not claim more significant digits than its value's dtype carries, unless it writes the stored
+        value exactly (11.0859375 is an fp16 value to its last binary digit: no digit of it is false)."""
         dtype = res.dtypes.get(name)
         digits = DTYPE_DIGITS.get(str(dtype)) if dtype else None
         sig = literal.significant
-        if digits is not None and sig is not None and literal.tolerance is None and sig > digits:
+        value = res.values.get(name, res.inputs.get(name))
+        exact = (isinstance(value, float) and literal.number is not None and not literal.percent
+                 and Decimal(value) == literal.number)
+        if digits is not None and sig is not None and literal.tolerance is None and sig > digits and not exact:
             self.error(line, f"claim '{name}' is written with {sig} significant digits, but {res.check} computed "
                              f"it in {dtype}, which carries about {digits}: round it")
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import enum
 import re
-from decimal import Decimal
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 

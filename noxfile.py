@@ -135,10 +135,12 @@ def mutation(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff on everything, mypy (strict) on the tool; the tool and the lint group only, no torch."""
+    """ruff on everything, mypy (strict) on the tool, the import contract of its layers (import-linter: every
+    import counted, pyproject.toml's [tool.importlinter]); the tool and the lint group only, no torch."""
     _install(session, "-e", ".", *nox.project.dependency_groups(PYPROJECT, "lint"))
     session.run("ruff", "check", "src", "servebench", "tests", "checks", "tools", "noxfile.py")
     session.run("mypy")
+    session.run("lint-imports")
 
 
 @nox.session(venv_backend="none", requires=["book"])
@@ -161,11 +163,11 @@ def tests(session: nox.Session) -> None:
     _run_in_book(session, "pytest", "-q", "-ra", "-n", "auto", *session.posargs)
 
 
-# Without a GPU, freeze refuses in a second, before the book environment (torch) is made; numbook.frozen
+# Without a GPU, freeze refuses in a second, before the book environment (torch) is made; `numbook freeze`
 # checks again on a machine that has one.
 @nox.session(venv_backend="none", requires=["book"] if shutil.which("nvidia-smi") else [], default=False)
 def freeze(session: nox.Session) -> None:
     """On a GPU machine: run every requires=cuda check and write checks/frozen/*.json (refuses without a GPU)."""
     if not shutil.which("nvidia-smi"):
         session.error("no GPU here (no nvidia-smi): frozen results are GPU figures, written only on a GPU machine")
-    _run_in_book(session, "python", "-m", "numbook.frozen", *session.posargs)
+    _run_in_book(session, "numbook", "freeze", *session.posargs)

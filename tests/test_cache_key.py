@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from numbook import runner as runner_mod
-from numbook.runner import Runner
+import numbook.run.runner as runner_mod
+from numbook.run.runner import Runner
 
 CHECK = "from numbook.check import value\nvalue('x', 1)\n"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from numbook.claims import LiteralError, parse_literal, parse_tolerance
+from numbook.core.claims import LiteralError, parse_literal, parse_tolerance
 
 CASES = [
     # literal, value, passes

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from numbook.claims import parse_literal, parse_tolerance
+from numbook.core.claims import parse_literal, parse_tolerance
 
 
 @pytest.mark.parametrize(
@@ -77,7 +77,7 @@ def test_a_tolerance_applies_to_every_kind_up_to_its_edge(text: str, tol: str, v
 
 
 def test_list_ordinals_follow_python_markdowns_lists() -> None:
-    from numbook.structure import list_ordinals, walk
+    from numbook.core.structure import list_ordinals, walk
     text = "Intro\n2048. tokens\n\n1. one\n2. two\n   lazy\n3. three\n\nPara\n5. not\n\n## H\n6. yes"
     assert sorted(list_ordinals(walk(text))) == [3, 4, 6, 12]
 
@@ -88,6 +88,6 @@ def test_list_ordinals_follow_python_markdowns_lists() -> None:
     ("elem", None), ("tok_s_ceiling", None),
 ])
 def test_the_unit_a_value_name_implies(name: str, unit: str | None) -> None:
-    from numbook.units import name_unit
+    from numbook.core.units import name_unit
     found = name_unit(name)
     assert (found.symbol if found else None) == unit

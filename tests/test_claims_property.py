@@ -13,9 +13,9 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from numbook.claims import LiteralError, parse_literal, parse_tolerance
-from numbook.runner import CheckResult
-from numbook.verify import PageContext, verify_page
+from numbook.core.claims import LiteralError, parse_literal, parse_tolerance
+from numbook.core.verify import PageContext, verify_page
+from numbook.run.runner import CheckResult
 
 RESULT = CheckResult("checks/demo.py", "ok", inputs={"B": 4}, values={"x": 262.144, "n": 65_536_000,
                                                                         "s": [4, 512], "v": [6.0, 7.5]},

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from numbook.claims import LiteralError, format_value, parse_literal, parse_tolerance
+from numbook.core.claims import LiteralError, format_value, parse_literal, parse_tolerance
 
 D = Decimal
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from numbook.cli import main
-from numbook.config import ConfigError, load_layout
+from numbook.mkdocs.config import ConfigError, load_layout
 
 TINY = Path(__file__).parent / "fixtures" / "tiny"
 A01, A02 = "problems/I.1.A01.md", "problems/I.1.A02.md"
@@ -218,9 +218,9 @@ def build_faults(root: Path, rel: str) -> list[str]:
     """The faults the build's Markdown conversion reports for one page (the extensions of a lesson)."""
     import markdown
 
-    from numbook.markdown_ext import NumbookExtension
-    from numbook.runner import Runner
-    from numbook.verify import PageContext
+    from numbook.core.verify import PageContext
+    from numbook.html.extension import NumbookExtension
+    from numbook.run.runner import Runner
 
     runner = Runner(root, "checks", None)
     ext = NumbookExtension(context=PageContext(rel, None, runner.result, root=root))

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 import markdown
 import pytest
 
-from numbook.components import makeExtension
-from numbook.markdown_ext import NumbookExtension
-from numbook.runner import CheckResult
-from numbook.verify import PageContext
+from numbook.core.verify import PageContext
+from numbook.html.components import makeExtension
+from numbook.html.extension import NumbookExtension
+from numbook.run.runner import CheckResult
 
 EXTENSIONS = ["numbook", "numbook.components", "pymdownx.superfences", "attr_list", "md_in_html"]
 

@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
+import numbook.run.frozen as frozen
+import numbook.run.runner as runner_module
 from _project import project
-from numbook import frozen
-from numbook import runner as runner_module
 from numbook.cli import freeze_book
-from numbook.markdown_ext import _FROZEN_TITLE
-from numbook.result import FROZEN_HOW
-from numbook.runner import CheckResult, Runner, cpu_name, detect_device
-from numbook.verify import failure_message
+from numbook.core.result import FROZEN_HOW
+from numbook.core.verify import failure_message
+from numbook.html.extension import _FROZEN_TITLE
+from numbook.run.runner import CheckResult, Runner, cpu_name, detect_device
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = Path(__file__).parent / "fixtures" / "tiny"
@@ -288,7 +288,7 @@ def test_a_gpu_that_torch_cannot_use_is_no_gpu(tmp_path: Path, monkeypatch: pyte
 
 # -- nox -s freeze -------------------------------------------------------------------------------
 def freeze_cli(root: Path, environ: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "numbook.frozen", "--root", str(root)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "numbook.cli", "freeze", "--root", str(root)], capture_output=True,
                           text=True, env=environ, timeout=300, check=False)
 
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import markdown
 import pytest
 
-from numbook.diagnostics import Reporter
-from numbook.markdown_ext import NumbookExtension
-from numbook.runner import CheckResult
-from numbook.session import Session
-from numbook.verify import PageContext
+from numbook.core.diagnostics import Reporter
+from numbook.core.verify import PageContext
+from numbook.html.extension import NumbookExtension
+from numbook.html.session import Session
+from numbook.run.runner import CheckResult
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(p.stem for p in GOLDEN.glob("*.md"))
@@ -58,7 +58,7 @@ def test_golden(case: str, request: pytest.FixtureRequest) -> None:
 
 
 def test_check_output_keeps_table_rows_and_lets_sentences_wrap() -> None:
-    from numbook.markdown_ext import _output
+    from numbook.html.extension import _output
 
     out = CheckResult("checks/demo.py", "ok", ran_at="2026-12-02 12:00 UTC", stdout=(
         "  dtype          max       ln(max)\n"

@@ -9,8 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from numbook.result import CheckResult
-from numbook.verify import PageContext, verify_page
+from numbook.core.result import CheckResult
+from numbook.core.verify import PageContext, verify_page
 
 CHECK = textwrap.dedent("""
     import torch

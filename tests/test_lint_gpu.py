@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from numbook.book import Book
-from numbook.lint import orphan_faults
+from numbook.core.book import Book
+from numbook.core.lint import orphan_faults
 
 
 def test_a_gpu_check_awaits_its_first_freeze_then_must_be_used(tmp_path: Path) -> None:
@@ -23,7 +23,7 @@ def test_a_gpu_check_awaits_its_first_freeze_then_must_be_used(tmp_path: Path) -
 
 
 def test_a_quick_check_answered_by_the_text_before_it_is_reported(tmp_path: Path) -> None:
-    from numbook.lint import quiz_faults
+    from numbook.core.lint import quiz_faults
 
     page = tmp_path / "docs" / "l.md"
     page.parent.mkdir()

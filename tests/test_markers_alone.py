@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from numbook.result import CheckResult
-from numbook.verify import PageContext, verify_page
+from numbook.core.result import CheckResult
+from numbook.core.verify import PageContext, verify_page
 
 RESULT = CheckResult("checks/demo.py", "ok", values={"B": 4, "x": 15.0, "frac": 0.15})
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from numbook import standalone
+import numbook.run.standalone as standalone
 from numbook.cli import check_book
-from numbook.runner import Runner
+from numbook.run.runner import Runner
 
 TINY = Path(__file__).parent / "fixtures" / "tiny"
 PAGE = "problems/I.1.A01.md"

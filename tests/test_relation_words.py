@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from numbook.relations import declared_relations, stated_relations
-from numbook.result import CheckResult
-from numbook.verify import PageContext, verify_page
+from numbook.core.relations import declared_relations, stated_relations
+from numbook.core.result import CheckResult
+from numbook.core.verify import PageContext, verify_page
 
 
 def result(relation: Any = "larger", operands: list[Any] | None = None, **extra: Any) -> CheckResult:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from _project import project
-from numbook.runner import CheckResult, Runner, Status, read_header
+from numbook.run.runner import CheckResult, Runner, Status, read_header
 
 SIMPLE = """
     from numbook.check import given, value
@@ -368,8 +368,8 @@ def test_what_the_runner_answers_before_it_runs_anything(tmp_path: Path, monkeyp
 
 
 def test_a_runner_is_made_with_its_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from numbook.result import DEFAULT_CACHE_DIR, DEFAULT_MEMORY, DEFAULT_TIMEOUT
-    from numbook.runner import _MACHINERY, PRELOAD
+    from numbook.core.result import DEFAULT_CACHE_DIR, DEFAULT_MEMORY, DEFAULT_TIMEOUT
+    from numbook.run.runner import _MACHINERY, PRELOAD
 
     monkeypatch.chdir(tmp_path)
     runner = Runner(Path("."))
@@ -387,7 +387,7 @@ def test_a_runner_is_made_with_its_defaults(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_the_list_of_files_a_run_read_is_read_back_sorted_with_missing_files_as_none(tmp_path: Path) -> None:
-    from numbook.runner import _read_list
+    from numbook.run.runner import _read_list
 
     assert _read_list(tmp_path / "absent.txt") == {}
     listing = tmp_path / "reads.txt"
@@ -421,7 +421,7 @@ def test_killing_a_group_ends_every_process_in_it_and_a_gone_group_is_no_error()
     import subprocess
     import sys
 
-    from numbook.runner import _kill_group
+    from numbook.run.runner import _kill_group
 
     proc = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\n"
                              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
@@ -445,7 +445,7 @@ def test_killing_a_group_ends_every_process_in_it_and_a_gone_group_is_no_error()
 
 def test_a_group_the_runner_may_not_kill_is_no_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """A check that ran a setuid program leaves a process the runner's user may not signal: the runner goes on."""
-    from numbook.runner import _kill_group
+    from numbook.run.runner import _kill_group
 
     def refuse(pid: int, sig: int) -> None:
         raise PermissionError(1, "Operation not permitted")
@@ -457,7 +457,7 @@ def test_a_group_the_runner_may_not_kill_is_no_error(monkeypatch: pytest.MonkeyP
 def test_a_gpu_check_is_limited_in_data_not_address_space(tmp_path: Path) -> None:
     """CUDA maps far more address space than it uses: a GPU check's memory limit is on its data (RLIMIT_DATA),
     a CPU check's on its address space (RLIMIT_AS)."""
-    from numbook import sandbox
+    import numbook.run.sandbox as sandbox
 
     runner = Runner(tmp_path, cache_dir=None)
     gpu = runner._env(read_header("# numbook: requires=cuda\n"), tmp_path, "checks/g.py", 2**30)
@@ -481,7 +481,7 @@ def test_a_gpu_check_on_a_machine_without_a_usable_gpu_is_not_run_here(tmp_path:
 
 def test_a_gpu_check_where_the_gpu_is_usable_runs_live_and_records_the_driver(tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from numbook import frozen
+    import numbook.run.frozen as frozen
 
     probes: list[str] = []
 
@@ -502,7 +502,7 @@ def test_a_gpu_check_where_the_gpu_is_usable_runs_live_and_records_the_driver(tm
 
 def test_a_gpu_check_that_cannot_run_here_says_why_the_gpu_is_not_usable(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from numbook import frozen
+    import numbook.run.frozen as frozen
 
     why = "NVIDIA H200 answers nvidia-smi, but torch 2.13.0+cpu cannot use it"
     monkeypatch.setattr(frozen, "gpu_status", lambda device: frozen.GpuStatus(False, why))

@@ -18,7 +18,7 @@ import pytest
 
 import numbook
 from _project import project
-from numbook.runner import Runner, _close_zygotes, _zygote
+from numbook.run.runner import Runner, _close_zygotes, _zygote
 
 
 @pytest.fixture(autouse=True)
@@ -138,12 +138,12 @@ def test_a_process_that_used_the_warm_parent_exits_promptly() -> None:
     """The thread that reads the warm parent's answers must not keep the interpreter from ending."""
     code = textwrap.dedent("""
         import pathlib, tempfile
-        from numbook.runner import Runner
+        from numbook.run.runner import Runner
         root = pathlib.Path(tempfile.mkdtemp())
         (root / "checks").mkdir()
         (root / "checks" / "a.py").write_text("import numpy\\nfrom numbook.check import value\\nvalue('x', 1)\\n")
         print(Runner(root, cache_dir=None, preload=("numpy",)).result("a.py").status)
-        from numbook.runner import _ZYGOTES
+        from numbook.run.runner import _ZYGOTES
         print(*[z.home for z in _ZYGOTES.values()])
     """)
     here = str(Path(numbook.__file__).resolve().parents[1])   # the numbook this test imported, not another copy
@@ -206,7 +206,7 @@ def test_a_check_without_a_memory_limit_gets_none(tmp_path: Path) -> None:
 
 
 def test_the_device_is_named_by_nvidia_smi_when_a_gpu_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from numbook.runner import cpu_name, detect_device
+    from numbook.run.runner import cpu_name, detect_device
 
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\n[ \"$*\" = -L ] || exit 2   # nvidia-smi -L lists the GPUs, one a line\n"
@@ -243,7 +243,7 @@ def test_the_runner_reads_checks_and_their_output_as_utf8_whatever_the_locale(tm
                                           "print('fresh: µs')\n", encoding="utf-8")   # no numpy: a fresh interpreter
     run = textwrap.dedent(f"""
         import json, pathlib
-        from numbook.runner import Runner
+        from numbook.run.runner import Runner
         runner = Runner(pathlib.Path({str(root)!r}), cache_dir=None, preload=("numpy",))
         cells = runner.run_cells(["import os\\nos.write(2, 'na\\u00efve \\u2264\\\\n'.encode())\\nos._exit(3)"],
                                  pathlib.Path({str(tmp_path)!r}), timeout=60)

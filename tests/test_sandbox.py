@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from numbook.runner import CheckResult, Runner
+from numbook.run.runner import CheckResult, Runner
 
 WHY = "a check writes only in its scratch directory (its working directory and TMPDIR), which the runner deletes " \
       "afterwards"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from numbook.cli import main
-from numbook.scaffold import check_name, slugify
+from numbook.cli.scaffold import check_name, slugify
 
 TINY = Path(__file__).parent / "fixtures" / "tiny"
 

@@ -12,10 +12,10 @@ import pytest
 from mkdocs.commands.build import build
 from mkdocs.config import load_config
 
-from numbook import page as page_module
-from numbook.book import Entry
-from numbook.lint import used_checks
-from numbook.page import split_front_matter
+import numbook.core.page as page_module
+from numbook.core.book import Entry
+from numbook.core.lint import used_checks
+from numbook.core.page import split_front_matter
 from test_build import A01, copy_tiny, edit
 
 pytestmark = pytest.mark.slow
@@ -115,7 +115,7 @@ def test_the_checks_a_page_uses_follow_its_check_and_its_text() -> None:
 
 
 def test_compiled_templates_are_never_shared_between_environments_with_other_settings() -> None:
-    from numbook.plugin import _TEMPLATES
+    from numbook.mkdocs.plugin import _TEMPLATES
 
     source = {"loop.html": "{% for x in [1, 2, 3] %}{% if x == 3 %}{% break %}{% endif %}{{ x }}{% endfor %}"}
     with_break = jinja2.Environment(loader=jinja2.DictLoader(source), extensions=["jinja2.ext.loopcontrols"],

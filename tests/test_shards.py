@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from numbook.runner import shard
+from numbook.run.runner import shard
 
 TINY = Path(__file__).parent / "fixtures" / "tiny"
 

@@ -76,12 +76,12 @@ def test_one_changed_digit_on_a_real_page_fails_verify_with_one_line(tmp_path: P
 def test_the_books_perturbation_record_is_clean_and_covers_every_check_as_it_is_now() -> None:
     """`numbook verify --perturb` must have nudged every check of the book as it is now (rerun it and commit
     checks/perturb.json after a change): no dead input, no constant claim, no failure, nothing stale."""
-    from numbook.book import Book
-    from numbook.config import load_layout
-    from numbook.frozen import changed_reads
-    from numbook.perturb import load_report, report_path, stale
-    from numbook.result import read_header
-    from numbook.runner import Runner
+    from numbook.core.book import Book
+    from numbook.core.result import read_header
+    from numbook.mkdocs.config import load_layout
+    from numbook.run.frozen import changed_reads
+    from numbook.run.perturb import load_report, report_path, stale
+    from numbook.run.runner import Runner
 
     layout = load_layout(ROOT)
     runner = Runner(ROOT, "checks", None)

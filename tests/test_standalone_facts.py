@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from numbook.standalone import _facts
+from numbook.run.standalone import _facts
 
 FACTS = """\
 llama_layers: {value: 32, source: "config.json", read: 2026-12-03}

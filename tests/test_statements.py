@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from numbook.lint import printed_digits
-from numbook.perturb import GivenRow, PerturbReport, load_report, merge, stale
-from numbook.result import CheckResult
-from numbook.verify import PageContext, verify_page
+from numbook.core.lint import printed_digits
+from numbook.core.result import CheckResult
+from numbook.core.verify import PageContext, verify_page
+from numbook.run.perturb import GivenRow, PerturbReport, load_report, merge, stale
 
 RESULT = CheckResult("checks/demo.py", "ok", values={"masked": 3.62, "plain": 3.08, "n": 3},
                      sanity={"masked_larger": {"ok": True, "message": "masked > plain", "operands": [3.62, 3.08],
@@ -43,7 +43,7 @@ def test_a_relation_sentence_with_its_sanity_or_a_reasoned_allowance_passes() ->
 def test_the_sanity_mark_shows_both_operands() -> None:
     import markdown
 
-    from numbook.markdown_ext import NumbookExtension
+    from numbook.html.extension import NumbookExtension
 
     ctx = PageContext("docs/x.md", "demo.py", lambda name: RESULT)
     html = markdown.Markdown(extensions=[NumbookExtension(context=ctx)]).convert("Larger. [[sanity:masked_larger]]")

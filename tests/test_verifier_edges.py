@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from _project import project
-from numbook.runner import CheckResult, Runner, Status, read_header
-from numbook.verify import PageContext, RecordKind, verify_page
+from numbook.core.verify import PageContext, RecordKind, verify_page
+from numbook.run.runner import CheckResult, Runner, Status, read_header
 
 DEMO = CheckResult("checks/demo.py", "ok", inputs={"B": 4}, values={"fp32_mb": 262.144, "numel": 65_536_000},
                    sanity={"half": {"ok": True, "message": ""}})
@@ -168,7 +168,7 @@ TRACE = "Traceback (most recent call last):\n  File \"x.py\", line 2\n\nValueErr
 ])
 def test_a_check_that_produced_nothing_is_one_message_with_its_traceback(res: CheckResult, message: str,
                                                                           detail: str) -> None:
-    from numbook.verify import failure_message
+    from numbook.core.verify import failure_message
 
     assert failure_message(res, "x.py") == (message, detail)
 
@@ -191,7 +191,7 @@ def test_a_check_that_recorded_nothing_is_an_error_that_says_what_to_record() ->
 
 
 def test_a_pages_lines_are_read_once_per_text_and_an_edit_reads_them_again() -> None:
-    from numbook.structure import walk
+    from numbook.core.structure import walk
 
     text = "Prose.\n\n```python\nx = 1\n```\n"
     first = walk(text)

@@ -9,9 +9,9 @@ import markdown
 import pytest
 from markdown.extensions.toc import TocExtension
 
-from numbook.markdown_ext import NumbookExtension
-from numbook.runner import CheckResult
-from numbook.verify import PageContext, verify_page
+from numbook.core.verify import PageContext, verify_page
+from numbook.html.extension import NumbookExtension
+from numbook.run.runner import CheckResult
 
 RESULT = CheckResult(
     "checks/demo.py", "ok",

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from numbook.result import FROZEN_HOW
-from numbook.runner import CheckResult, Status
-from numbook.verify import PageContext, RecordKind, display, unbound_numbers, verify_page
+from numbook.core.result import FROZEN_HOW
+from numbook.core.verify import PageContext, RecordKind, display, unbound_numbers, verify_page
+from numbook.run.runner import CheckResult, Status
 
 DEMO = CheckResult(
     "checks/demo.py", "ok", device="cpu: x86_64", ran_at="2026-12-03 06:00 UTC",

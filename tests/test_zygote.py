@@ -1,4 +1,4 @@
-"""The warm parent (numbook.zygote): a check that imports torch or numpy is forked from a process that
+"""The warm parent (numbook.run.warm): a check that imports torch or numpy is forked from a process that
 imported them once, and it must behave exactly as it would in a fresh interpreter: same values, output
 and reads, its own session and scratch folder, the scrubbed environment, the sandbox's refusals, a
 timeout that kills it, its exit code, and fresh random seeds."""
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-import numbook.runner as runner_mod
+import numbook.run.runner as runner_mod
 from _project import project
-from numbook.result import read_header
-from numbook.runner import ZYGOTE_ENV, Runner, _close_zygotes, _Zygote
+from numbook.core.result import read_header
+from numbook.run.runner import ZYGOTE_ENV, Runner, _close_zygotes, _Zygote
 
 
 @pytest.fixture(autouse=True)
@@ -105,7 +105,7 @@ def test_a_check_that_imports_no_preloaded_library_or_passes_variables_runs_fres
 def test_a_notebook_runs_in_a_forked_shell_with_the_outputs_a_kernel_gives(tmp_path: Path) -> None:
     """Run it yourself: the notebook's cells run in one IPython shell forked from the warm parent. Each cell's
     printed text and the value of its last expression come out as a Jupyter kernel gives them."""
-    from numbook import standalone
+    import numbook.run.standalone as standalone
 
     def code(src: str) -> dict[str, object]:
         return {"cell_type": "code", "id": f"c{len(src)}", "metadata": {}, "execution_count": None, "outputs": [],
@@ -182,7 +182,7 @@ def test_a_notebook_that_hangs_or_kills_its_shell_is_an_error_and_no_warm_parent
 def test_a_check_that_kills_the_warm_parent_is_an_error_that_says_so_not_a_timeout(tmp_path: Path) -> None:
     root = project(tmp_path, killer="# numbook: timeout=20\nimport os, signal, time, numpy\n"
                                     "parent = open(f'/proc/{os.getppid()}/cmdline', 'rb').read()\n"
-                                    "if b'numbook.zygote' in parent:   # never the runner's own process\n"
+                                    "if b'numbook.run.warm' in parent:   # never the runner's own process\n"
                                     "    os.kill(os.getppid(), signal.SIGKILL)\n"
                                     "time.sleep(1)\n")
     res = Runner(root, cache_dir=None, preload=LIGHT).result("killer.py")
@@ -233,7 +233,7 @@ def test_a_check_whose_warm_parent_dies_keeps_what_it_wrote_and_ends_as_killed(t
     root = project(tmp_path, killer="# numbook: timeout=20\nimport os, signal, sys, time, numpy\n"
                                     "print('partial', flush=True)\nprint('before', file=sys.stderr, flush=True)\n"
                                     "parent = open(f'/proc/{os.getppid()}/cmdline', 'rb').read()\n"
-                                    "if b'numbook.zygote' in parent:\n"
+                                    "if b'numbook.run.warm' in parent:\n"
                                     "    os.kill(os.getppid(), signal.SIGKILL)\n"
                                     "time.sleep(1)\n")
     res = Runner(root, cache_dir=None, preload=LIGHT).result("killer.py")

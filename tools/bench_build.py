@@ -179,7 +179,7 @@ def serve_edit(root: Path, edits: int, strict: bool, extra: tuple[str, ...] = ()
 def check_seconds(cache: Path, root: Path) -> tuple[float, int, float, str, float]:
     """Of the checks whose results an empty cache collected: summed run time, count, the longest and its
     name, and the summed run time of the ``alone`` ones (which nothing may run beside)."""
-    from numbook.result import read_header
+    from numbook.core.result import read_header
 
     data = [json.loads(f.read_text(encoding="utf-8")) for f in cache.glob("*.json")]
     longest = max(data, key=lambda d: d["elapsed_s"], default={"elapsed_s": 0.0, "check": "none"})

@@ -1,0 +1,382 @@
+"""The author CLI: ``numbook verify`` runs every check and verifies every claim, without HTML.
+
+    numbook verify [--root DIR] [--no-cache] [--jobs N] [--progress | --no-progress]
+    numbook run CHECK [--root DIR] [--cache]
+    numbook lint [--root DIR]
+    numbook new ID "Title" [--root DIR]
+    numbook freeze [--root DIR] [--jobs N]
+
+It reads the book's layout from mkdocs.yml (through MkDocs, see ``numbook.mkdocs.config``), prints one
+line per fault (``path:line: message``) and a table of the checks, and exits non-zero when
+anything is wrong. ``run`` runs one check alone and shows what it recorded; ``lint`` checks the
+book's structure without running a check (``verify`` includes it); ``new`` scaffolds a problem
+page and its check; ``freeze`` runs every GPU check on this machine's GPU and writes its frozen
+result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numbook.run.standalone as standalone
+from numbook.cli.scaffold import ScaffoldError, scaffold
+from numbook.core.book import Book
+from numbook.core.diagnostics import Diagnostic
+from numbook.core.ledger import diff, format_diff, read_ledger
+from numbook.core.lint import label_faults, lint_book, orphan_faults, structure_faults
+from numbook.core.page import read_fields
+from numbook.core.quizzes import quiz_faults
+from numbook.core.result import Source
+from numbook.core.verify import PageContext, RecordKind, failure_message, verify_page
+from numbook.mkdocs.config import ConfigError, Layout, load_layout
+from numbook.run.frozen import FreezeError, freeze_checks
+from numbook.run.perturb import format_report, load_report, merge, perturb, report_path, save_report
+from numbook.run.runner import CACHED_ONLY_ENV, CheckResult, Progress, Runner, shard
+
+__all__ = ["main", "verify_book", "load_layout", "lint", "run_check", "freeze_book", "progress_line"]
+
+
+def _runner(root: Path, layout: Layout, *, cache: bool = True, jobs: int = 0) -> Runner:
+    return Runner(root, layout.checks_dir, layout.cache_dir if cache else None, layout.timeout,
+                  jobs or layout.jobs, memory=layout.memory)
+
+
+@dataclass
+class BookReport:
+    """What verifying the whole book found."""
+
+    diagnostics: list[Diagnostic]
+    results: dict[str, CheckResult]
+    claims: dict[str, int]                                            # check -> claims verified
+    runner: Runner
+    bound: dict[str, set[str]] = field(default_factory=dict)          # check -> value names the pages bind
+    free: dict[str, int] = field(default_factory=dict)                # page -> numbers marked free
+
+
+def verify_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progress | None = None
+                ) -> tuple[list[Diagnostic], dict[str, CheckResult], dict[str, int], Runner]:
+    """Run every check of the book once and verify every page: (faults, results, claims per check, runner)."""
+    rep = check_book(root, cache=cache, jobs=jobs, progress=progress)
+    return rep.diagnostics, rep.results, rep.claims, rep.runner
+
+
+def check_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progress | None = None,
+               only: list[str] | None = None) -> BookReport:
+    """Run every check of the book once (or only those of a shard) and verify every page."""
+    layout = load_layout(root)
+    runner = _runner(root, layout, cache=cache, jobs=jobs)
+    book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
+    results = runner.run_many(book.checks() if only is None else only, progress=progress)
+    diags = structure_faults(book, layout.problems_dir)   # the build's order: structure, pages, unused checks
+    claims: dict[str, int] = {}
+    bound: dict[str, set[str]] = {}
+    free: dict[str, int] = {}
+
+    def result(name: str) -> CheckResult:
+        if name not in results:
+            results[name] = runner.result(name)
+        return results[name]
+
+    for entry in book.entries.values():  # pages without a check too: a claim there is an error
+        if entry.failed:
+            continue  # its front matter failed: that one fault, not one per claim below it
+        ctx = PageContext(entry.path, entry.check, result, line_offset=entry.offset, root=root,
+                          first_line=entry.offset + 1, check_line=entry.lines.get("check", 1),
+                          problem=entry.problem, scan_numbers=entry.scan_numbers,
+                          description=entry.description, description_line=entry.lines.get("description", 1),
+                          fields=read_fields(entry.meta, entry.lines),
+                          last_line=entry.offset + len(entry.body.split("\n")))
+        rep = verify_page(entry.body, ctx)
+        diags += rep.diagnostics
+        # the quick checks' key rules, read from the Markdown as the build's components read them
+        diags += [Diagnostic(entry.path, entry.offset + line, msg)
+                  for line, msg in quiz_faults(entry.body, rep.records)]
+        for check, n in rep.claims.items():
+            claims[check] = claims.get(check, 0) + n
+        for rec in rep.records:
+            if rec.kind == RecordKind.CLAIM:
+                bound.setdefault(rec.check, set()).add(rec.name)
+            elif rec.kind == RecordKind.FREE and rec.shown:
+                free[entry.path] = free.get(entry.path, 0) + 1
+    diags += orphan_faults(book, runner.checks_dir) + label_faults(book, runner.checks_dir)
+    if layout.run_yourself and layout.execute and only is None:
+        diags += _notebook_faults(book, runner, result)
+    return BookReport(list(dict.fromkeys(diags)), results, claims, runner, bound, free)
+
+
+def _notebook_faults(book: Book, runner: Runner, result: Callable[[str], CheckResult]) -> list[Diagnostic]:
+    """The build's run-it-yourself step without its HTML: each problem's notebook runs in its check's sandbox (or
+    comes from the cache the build shares) and must print what its check printed; the files go to a folder that
+    is thrown away."""
+    jobs = []
+    with tempfile.TemporaryDirectory(prefix="numbook-offer-") as tmp:
+        for entry in sorted(book.problems.values(), key=lambda e: e.path):
+            res = result(entry.check) if entry.check else None
+            if res is None or not res.ok or res.source is Source.FROZEN:
+                continue   # a failed check is already a fault; a GPU check cannot run on a reader's CPU
+            jobs.append(standalone.Job(entry.path, entry.lines.get("check", 1), entry.pmeta.id, entry.pmeta.title,
+                                       runner.root / res.check, Path(tmp) / entry.pmeta.id, "", res))
+        return standalone.offer_all(jobs, runner, run=not os.environ.get(CACHED_ONLY_ENV))[0]
+
+
+def lint(root: Path) -> list[Diagnostic]:
+    """The structural faults of the book at ``root`` (no check runs)."""
+    layout = load_layout(root)
+    book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
+    return list(dict.fromkeys(lint_book(book, root / layout.checks_dir, layout.problems_dir)))
+
+
+def _table(results: dict[str, CheckResult], claims: dict[str, int]) -> str:
+    rows = [("check", "status", "time", "cpu", "source", "device", "claims")]
+    for r in sorted({r.check: r for r in results.values()}.values(), key=lambda r: r.check):
+        src = str(r.source)
+        cpu = f"{r.cpu_s:.2f} s" if r.cpu_s is not None else "–"
+        rows.append((r.check, r.status, f"{r.elapsed_s:.2f} s", cpu, src, r.device, str(claims.get(r.check, 0))))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def progress_line(done: int, total: int, res: CheckResult, running: list[str]) -> str:
+    """``[3/21] checks/x.py ok 14.90 s (ran) · still running: y, z``."""
+    src = res.source
+    line = f"[{done}/{total}] {res.check} {res.status} {res.elapsed_s:.2f} s ({src})"
+    if running:
+        names = [Path(c).stem for c in sorted(running)]
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        line += f" · still running: {shown}"
+    return line
+
+
+def _print_progress(done: int, total: int, res: CheckResult, running: list[str]) -> None:
+    print(progress_line(done, total, res, running), file=sys.stderr, flush=True)
+
+
+def freeze_book(root: Path, *, jobs: int = 1) -> tuple[list[Path], list[str]]:
+    """Run every GPU check of the book on this machine's GPU and freeze it: (files written, faults).
+
+    Raises FreezeError, writing nothing, where no GPU answers or torch cannot use it. The checks run
+    ``jobs`` at a time (one by default, so a measurement does not share the GPU with another).
+    """
+    layout = load_layout(root)
+    runner = Runner(root, layout.checks_dir, None, layout.timeout, jobs, memory=layout.memory)
+    written, failed = freeze_checks(runner)
+    return written, [res if isinstance(res, str) else failure_message(res, res.check)[0] or f"{res.check}: {res.status}"
+                     for res in failed]
+
+
+def _records(res: CheckResult) -> str:
+    rows = [("kind", "name", "value", "line")]
+    for kind, recs in (("input", res.inputs), ("value", res.values)):
+        rows += [(kind, k, json.dumps(v), str(res.lines.get(k, ""))) for k, v in recs.items()]
+    for k, v in res.sanity.items():
+        ok = "ok" if v.get("ok") else "FAILED"
+        rows.append(("sanity", k, ok + (f": {v['message']}" if v.get("message") else ""), str(res.lines.get(k, ""))))
+    rows += [("figure", k, v.get("caption", ""), str(res.lines.get(k, ""))) for k, v in res.figures.items()]
+    if len(rows) == 1:
+        return "(nothing recorded)"
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+
+
+def run_check(root: Path, check: str, *, cache: bool = False) -> tuple[int, CheckResult]:
+    """``numbook run CHECK``: run one check through the runner and its sandbox, print what it did."""
+    layout = load_layout(root)
+    runner = _runner(root, layout, cache=cache, jobs=1)
+    name = os.path.relpath(Path(check).resolve(), runner.checks_dir) if Path(check).is_file() else check
+    res = runner.result(Path(name).as_posix())
+    if res.stdout:
+        print(res.stdout, end="" if res.stdout.endswith("\n") else "\n")
+    if res.stderr and not res.ok:
+        print(res.stderr, end="" if res.stderr.endswith("\n") else "\n", file=sys.stderr)
+    if res.ok:
+        print(_records(res))
+        reads = ", ".join(res.reads) or "none"
+        print(f"{res.check}: ok in {res.elapsed_s:.2f} s · {res.stamp()}")
+        print(f"read: {reads}")
+        return 0, res
+    print(failure_message(res, name)[0] or f"{res.check}: {res.status}", file=sys.stderr)
+    return 1, res
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="numbook", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("verify", help="run every check and verify every claim, without building HTML")
+    v.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    v.add_argument("--no-cache", action="store_true", help="run every check even if a cached result exists")
+    v.add_argument("--jobs", type=int, default=0, help="checks run at once (default: the plugin's jobs, one per core)")
+    v.add_argument("--perturb", action="store_true",
+                   help="re-run each check with each input nudged; report dead inputs and constant claims")
+    v.add_argument("--shard", metavar="K/N", help="run only the K-th of N deterministic shards of the checks and "
+                                                 "write their results as a bundle (see numbook merge)")
+    v.add_argument("--bundle", type=Path, help="where --shard writes its bundle (default numbook-shard-K-of-N.json)")
+    v.add_argument("--only", action="append", default=[], metavar="CHECK",
+                   help="with --perturb: nudge only this check's inputs (repeatable)")
+    v.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="a line on stderr as each check finishes (default: when stderr is a terminal)")
+    r = sub.add_parser("run", help="run one check alone, through the runner's sandbox, and show what it recorded")
+    r.add_argument("check", help="the check, as checks/x.py or x.py")
+    r.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    r.add_argument("--cache", action="store_true", help="use (and fill) the cache instead of always running")
+    li = sub.add_parser("lint", help="check the book's structure (IDs, links, sections, unused checks) without "
+                                     "running a check")
+    li.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    n = sub.add_parser("new", help="scaffold a problem page and its check: numbook new I.4.B09 \"Title\"")
+    n.add_argument("id", help="the new problem's ID, like I.4.B09")
+    n.add_argument("title", help="the problem's title, without its ID")
+    n.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    f = sub.add_parser("freeze", help="run every requires=cuda check on this GPU and write its frozen result")
+    f.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    f.add_argument("--jobs", type=int, default=1, help="GPU checks run at once (default 1)")
+    mg = sub.add_parser("merge", help="put shard bundles' results into the cache; then mkdocs build runs no check "
+                                      "(set NUMBOOK_CACHED_ONLY=1 to make it refuse to)")
+    mg.add_argument("bundles", type=Path, nargs="+", help="bundles written by numbook verify --shard K/N")
+    mg.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    d = sub.add_parser("diff", help="the published numbers that changed between two ledgers (site/numbers.json)")
+    d.add_argument("old", type=Path, help="the earlier ledger, e.g. the deployed site's numbers.json")
+    d.add_argument("new", type=Path, help="the later ledger, e.g. site/numbers.json of this build")
+    d.add_argument("--fail-on-change", action="store_true", help="exit 1 when any published number changed")
+    d.add_argument("--ignore-measured", action="store_true",
+                   help="leave out measured values (timings) whose written form held: they move between any two runs")
+    args = parser.parse_args(argv)
+    try:
+        return _command(args)
+    except ConfigError as exc:
+        print(f"numbook {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _command(args: Any) -> int:
+    if args.command == "diff":
+        try:
+            changes = diff(read_ledger(args.old), read_ledger(args.new))
+        except (OSError, ValueError, TypeError) as exc:
+            print(f"numbook diff: {exc}", file=sys.stderr)
+            return 2
+        if args.ignore_measured:
+            changes = [c for c in changes if not c.measured]
+        print(format_diff(changes))
+        return 1 if changes and args.fail_on_change else 0
+    root = args.root.resolve()
+    if args.command == "merge":
+        return _merge(root, args.bundles)
+    if args.command == "lint":
+        faults = lint(root)
+        for d in faults:
+            print(d, file=sys.stderr)
+        print(f"lint: {len(faults)} faults")
+        return 1 if faults else 0
+    if args.command == "new":
+        return _new(root, args.id, args.title)
+    if args.command == "run":
+        return run_check(root, args.check, cache=args.cache)[0]
+    if args.command == "freeze":
+        return _freeze(root, args.jobs)
+    if args.command == "verify":
+        started = time.perf_counter()
+        show = sys.stderr.isatty() if args.progress is None else args.progress
+        if args.shard:
+            return _shard(root, args, show)
+        book = check_book(root, cache=not args.no_cache, jobs=args.jobs,
+                          progress=_print_progress if show else None)
+        diags, results, claims, runner = book.diagnostics, book.results, book.claims, book.runner
+        for d in diags:
+            print(d, file=sys.stderr)
+        print(_table(results, claims))
+        if book.free:
+            print("free numbers: " + ", ".join(f"{p} {n}" for p, n in sorted(book.free.items())))
+        clean = True
+        if args.perturb:
+            chosen = {runner.rel(runner.resolve(c)) for c in args.only}
+            pick = {k: r for k, r in results.items() if not chosen or r.check in chosen}
+            report = perturb(pick, book.bound, lambda check, given: runner.result(check, perturb=given))
+            record = report_path(runner.checks_dir)
+            whole = merge(load_report(record), report, keep={r.check for r in results.values()})
+            save_report(whole, record)
+            print(format_report(report))
+            print(f"record: {runner.rel(record)} holds {len(whole.checked)} checks; "
+                  f"the book's status: {whole.status()}")
+            clean = report.clean
+        else:
+            pruned = runner.prune()   # (a perturbed run's entries are kept for the next --perturb)
+            if pruned:
+                print(f"cache: pruned {pruned} entries that no check of this build reaches")
+        total = sum(claims.values())
+        print(f"{len(results)} checks, {total} claims verified, {len(diags)} faults "
+              f"in {time.perf_counter() - started:.2f} s")
+        return 1 if diags or not clean else 0
+    return 2  # pragma: no cover
+
+
+def _shard(root: Path, args: Any, show: bool) -> int:
+    """``verify --shard K/N``: run the K-th of N shards of the checks and write their results as a bundle."""
+    try:
+        k, n = (int(x) for x in args.shard.split("/"))
+        layout = load_layout(root)
+        book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
+        mine = shard(book.checks(), k, n)
+    except ValueError as exc:
+        print(f"numbook verify: --shard {args.shard}: {exc}", file=sys.stderr)
+        return 2
+    runner = _runner(root, layout, cache=True, jobs=args.jobs)
+    results = runner.run_many(mine, progress=_print_progress if show else None)
+    failed = [r for r in results.values() if not r.ok]
+    for r in failed:
+        print(f"{r.check}: {r.status}: {failure_message(r, r.check)[0]}", file=sys.stderr)
+    out = Path(args.bundle or f"numbook-shard-{k}-of-{n}.json")
+    out.write_text(json.dumps(runner.bundle(list(results.values()))), encoding="utf-8")
+    print(f"shard {k}/{n}: {len(mine)} of {len(book.checks())} checks, {len(failed)} failed; wrote {out}")
+    return 1 if failed else 0
+
+
+def _merge(root: Path, bundles: list[Path]) -> int:
+    """``numbook merge``: put the results of shard bundles into this book's cache; a build then runs no check."""
+    layout = load_layout(root)
+    runner = _runner(root, layout, cache=True, jobs=1)
+    total = 0
+    for b in bundles:
+        try:
+            total += runner.merge(json.loads(b.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as exc:
+            print(f"numbook merge: {b}: {exc}", file=sys.stderr)
+            return 2
+    print(f"merged {total} results from {len(bundles)} bundles into {runner.cache_dir}")
+    return 0
+
+
+def _freeze(root: Path, jobs: int) -> int:
+    """0 frozen, 1 a check failed, 2 refused (no GPU)."""
+    try:
+        written, faults = freeze_book(root, jobs=jobs)
+    except FreezeError as exc:
+        print(f"numbook freeze: refused: {exc}", file=sys.stderr)
+        return 2
+    for f in written:
+        print(f"froze {os.path.relpath(f, root)}")
+    for fault in faults:
+        print(f"numbook freeze: {fault}", file=sys.stderr)
+    print(f"{len(written)} frozen, {len(faults)} failed")
+    return 1 if faults else 0
+
+
+def _new(root: Path, pid: str, title: str) -> int:
+    layout = load_layout(root)
+    try:
+        made = scaffold(root, pid, title, layout.problems_dir, layout.checks_dir)
+    except ScaffoldError as exc:
+        print(f"numbook new: {exc}", file=sys.stderr)
+        return 1
+    for f in (made.page, made.check):
+        print(f"wrote {f.relative_to(root).as_posix()}")
+    print("next: write the Statement, replace the scaffold's inputs and value, then `nox -s verify`")
+    return 0
+

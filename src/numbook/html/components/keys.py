@@ -1,0 +1,48 @@
+"""The claims in a quick check's options, once rendered: their tooltips wait for the reader's answer.
+
+The key's rules (a number key must be a claim, the ``[x]`` must bind the declared answer, no wrong
+option may also be true) are read from the Markdown, in ``quiz_source.py``, so ``numbook verify``
+applies them too. This module runs after inline processing, when a claim is a stashed element, and
+reads the claim's verification record (``NumbookExtension.stashed``), never the HTML it renders as.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as etree
+
+from markdown import Markdown
+
+from numbook.core.verify import Record, RecordKind
+from numbook.html.extension import extension_of
+from numbook.html.render import element, to_html
+
+__all__ = ["hide_claim_titles"]
+
+
+
+def _stashed(md: Markdown, index: int) -> Record | None:
+    ext = extension_of(md)
+    return ext.stashed.get(index) if ext is not None else None
+
+
+def _stash_in(md: Markdown, text: str) -> list[int]:
+    """Indices of the stashed entries whose placeholders occur in ``text``, in order of appearance."""
+    found = [(text.find(md.htmlStash.get_placeholder(i)), i) for i in range(len(md.htmlStash.rawHtmlBlocks))]
+    return [i for at, i in sorted(found) if at >= 0]
+
+
+def hide_claim_titles(md: Markdown, el: etree.Element) -> None:
+    """Move the tooltip of every claim inside ``el`` to ``data-nb-title``.
+
+    A claim's tooltip names its value and check, which would give the key away on hover;
+    ``components.js`` puts it back once the reader has found the right answer. The claim is
+    rendered again from its record, with the tooltip moved.
+    """
+    for i in _stash_in(md, "".join(el.itertext())):
+        rec = _stashed(md, i)
+        if rec is None or rec.kind != RecordKind.CLAIM:
+            continue
+        claim = element(rec)
+        if claim is not None and claim.get("title") is not None:
+            claim.set("data-nb-title", claim.attrib.pop("title"))
+            md.htmlStash.rawHtmlBlocks[i] = to_html(claim)

@@ -1,0 +1,425 @@
+"""Run it yourself: a problem's check as a script and a notebook a reader downloads and reruns.
+
+:func:`script` turns a check into one file that runs with Python and the libraries it imports
+(PyTorch, NumPy), without numbook: the check API becomes a few lines (``given()`` and
+``value()`` return their value, ``sanity()`` raises when its property fails, ``fact()`` returns
+the sourced number), and a helper module of the checks folder (``from _memory import ...``) is
+written in place. :func:`notebook` splits that script into cells at the blank lines between its
+top-level statements; :func:`execute` runs it (nbclient, a python3 kernel), as the lessons'
+notebooks are run at build time. The plugin offers both next to each problem page
+(``run_yourself`` option); a notebook that fails to run is a fault of the page, like a check.
+
+With a runner, the notebook runs where the check ran: under ``numbook.run.sandbox`` (the audit hook
+that refuses writes outside a scratch folder and the network, the memory limit, the scrubbed
+environment, the scratch working folder), forked from the runner's warm parent where the check
+would be. Its cache entry is keyed like a check's: the script, the check's own first key (its
+source, declared environment, versions, device, limits), the machinery, and then every project file
+the run read with the hash of its content, so a changed data file runs it again. :func:`mismatch`
+then holds the notebook's printed output to the output the check printed for the page (see there):
+a notebook that prints another number than the page is a fault of the page.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from numbook.core.diagnostics import Diagnostic
+
+if TYPE_CHECKING:
+    from numbook.core.result import CheckResult
+    from numbook.run.runner import Runner
+
+__all__ = ["script", "notebook", "execute", "offer", "offer_all", "mismatch", "printed", "Job", "Offered",
+           "NotebookError"]
+
+NOTEBOOK_CACHE_VERSION = "2"
+_SELF = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:20]
+"""How notebooks are made and run (this module): a change runs every notebook again."""
+
+_API = re.compile(r"^from numbook\.check import (?P<names>[^\n]+)\n", re.M)
+_HELPER = re.compile(r"^from (?P<mod>_\w+) import (?P<names>[^\n]+)\n", re.M)
+_HEADER = re.compile(r"^# numbook:[^\n]*\n", re.M)
+
+_SHIM = {
+    "given": "def given(name, x, **_):\n    return x  # change the value here and run again\n",
+    "value": "def value(name, x, **_):\n    return x\n",
+    "sanity": ("def sanity(name, condition, message=\"\", **_):\n"
+               "    if not condition:\n"
+               "        raise AssertionError(f\"sanity {name!r} does not hold: {message}\")\n"),
+    "figure": "def figure(name, fig, caption=\"\"):\n    fig.savefig(f\"{name}.svg\")\n",
+    "fact": "def fact(key, name, **_):\n    return _FACTS[key]\n",
+}
+
+
+class NotebookError(RuntimeError):
+    """A generated notebook raised when it ran."""
+
+
+def script(check: Path, checks_dir: Path, *, title: str, page_url: str = "") -> str:
+    """The check at ``check`` as one standalone script."""
+    src = _HEADER.sub("", check.read_text(encoding="utf-8"))
+
+    def api(m: re.Match[str]) -> str:
+        names = [n.strip() for n in m.group("names").split(",") if n.strip()]
+        out = ["# The book's check API, reduced to what a script run by hand needs (numbook is not needed):",
+               "# given() and value() return their value; sanity() stops when its property does not hold."]
+        if "fact" in names:
+            out.append(f"_FACTS = {_facts(src, checks_dir)!r}  # from the book's checks/facts.yml, with sources")
+        for n in names:
+            if n in _SHIM:
+                out.append(_SHIM[n].rstrip("\n"))
+        return "\n".join(out) + "\n"
+
+    def helper(m: re.Match[str]) -> str:
+        path = checks_dir / f"{m.group('mod')}.py"
+        if not path.is_file():
+            return m.group(0)
+        body = path.read_text(encoding="utf-8").strip("\n")
+        return (f"# --- {path.name}, a helper of the book's checks, written in place ---\n{body}\n"
+                f"# --- end of {path.name} ---\n")
+
+    src = _HELPER.sub(helper, _API.sub(api, src))
+    where = f" ({page_url})" if page_url else ""
+    head = (f"# {title}{where}\n"
+            "# The check of this problem, as the book ran it, to run yourself: change a given() and run it\n"
+            f"# again (python {check.name}). It needs Python and the libraries it imports.\n\n")
+    return head + src
+
+
+def _facts(src: str, checks_dir: Path) -> dict[str, Any]:
+    """The facts the check reads: those named by a literal key, or all of them when a key is computed."""
+    keys = set(re.findall(r"\bfact\(\s*[\"'](\w+)[\"']", src))
+    data = _facts_file(checks_dir / "facts.yml")
+    if re.search(r"\bfact\(\s*(?![\"'\s])", src):   # fact(f"{model}_layers", ...): any key may be read
+        keys = set(data)
+    return {k: data[k]["value"] for k in sorted(keys) if k in data}
+
+
+_FACTS_READ: dict[Path, tuple[tuple[int, int], dict[str, Any]]] = {}
+
+
+def _facts_file(path: Path) -> dict[str, Any]:
+    """facts.yml as data, parsed once per build while the file is unchanged (every check that reads a
+    fact carries its facts: parsing the file for each of them was most of a warm build's notebook step)."""
+    st = path.stat()
+    stamp = (st.st_mtime_ns, st.st_size)
+    hit = _FACTS_READ.get(path)
+    if hit is None or hit[0] != stamp:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        hit = (stamp, yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {})  # noqa: S506 - a safe loader
+        _FACTS_READ[path] = hit
+    return hit[1]
+
+
+def _cells(code: str) -> list[str]:
+    """Top-level chunks separated by blank lines; a chunk of fewer than three lines joins the next."""
+    lines = code.split("\n")
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return [code]
+    starts = [min([n.lineno, *[d.lineno for d in getattr(n, "decorator_list", [])]]) - 1 for n in tree.body]
+    cuts = [0]
+    for s in starts[1:]:
+        b = s
+        while b > 0 and lines[b - 1].lstrip().startswith("#"):
+            b -= 1   # a statement's comment lines go with it
+        if b > 0 and not lines[b - 1].strip():
+            cuts.append(b)
+    cuts.append(len(lines))
+    chunks = ["\n".join(lines[a:b]).strip("\n") for a, b in zip(cuts, cuts[1:], strict=False)]
+    chunks = [c for c in chunks if c.strip()]
+    out: list[str] = []
+    for c in chunks:
+        if out and len(out[-1].split("\n")) < 3:
+            out[-1] = out[-1] + "\n\n" + c
+        else:
+            out.append(c)
+    return out
+
+
+def notebook(code: str, *, title: str, intro: str) -> dict[str, Any]:
+    """The script as a notebook (nbformat 4, as JSON data): a title cell, then its top-level chunks."""
+    def lines(text: str) -> list[str]:
+        return text.splitlines(keepends=True)
+
+    cells: list[dict[str, Any]] = [{"cell_type": "markdown", "id": "cell-0", "metadata": {},
+                                    "source": lines(f"# {title}\n\n{intro}")}]
+    cells += [{"cell_type": "code", "id": f"cell-{i}", "metadata": {}, "execution_count": None, "outputs": [],
+               "source": lines(c)} for i, c in enumerate(_cells(code), start=1)]
+    return {"nbformat": 4, "nbformat_minor": 5, "cells": cells,
+            "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+                         "language_info": {"name": "python"}}}
+
+
+_DRIVER = """\
+# numbook: the cells of a notebook, run by numbook.run.sandbox as the check itself is run
+import json as _json
+
+from numbook.run.warm import _cells
+
+with open({cells!r}, encoding="utf-8") as _fh:
+    _cells(_json.load(_fh), {out!r})
+"""
+
+
+def _sandboxed(cells: list[str], check: Path, runner: Runner, timeout: float) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Run the cells in one IPython shell under the check's sandbox: ``({"cells": [...], "error": ...}, reads)``.
+
+    The shell runs in a child of the runner's warm parent where the check runs in one (a fresh interpreter
+    where it does not: a GPU check, a header that passes variables through), with the environment, memory limit,
+    scratch folder and audit hook the runner gives the check itself; ``reads`` lists the project files it read
+    (``{path relative to the root: hash or None}``), as the runner's cache keys a check."""
+    from numbook.core.result import read_header
+    from numbook.run.runner import _read_list  # the runner's reading of the sandbox's list, so both key alike
+
+    header = read_header(check.read_text(encoding="utf-8"))
+    rel = runner.rel(check)
+    limit = runner.memory_limit(header)
+    with tempfile.TemporaryDirectory(prefix="numbook-nb-") as tmp:
+        scratch = Path(tmp).resolve()
+        for sub in ("work", "tmp"):
+            (scratch / sub).mkdir()
+        (scratch / "cells.json").write_text(json.dumps(cells), encoding="utf-8")
+        driver = scratch / "notebook_cells.py"
+        driver.write_text(_DRIVER.format(cells=str(scratch / "cells.json"), out=str(scratch / "outputs.json")),
+                          encoding="utf-8")
+        # the runner's own pieces (see the report: a public Runner.sandboxed() would replace these four calls)
+        env = runner._env(header, scratch, rel, limit)
+        env["IPYTHONDIR"] = str(scratch / "ipython")
+        warm = runner._warm(header, check)
+        ran = runner._run_forked(warm, driver, scratch, env, timeout) if warm is not None else None
+        if ran is None:
+            ran = runner._run_fresh(driver, scratch, env, timeout)
+        _stdout, stderr, returncode = ran
+        reads = _read_list(scratch / "reads.txt")
+        if returncode is None:
+            return {"cells": [], "error": f"the notebook did not finish in {timeout:g} s"}, reads
+        try:
+            done: dict[str, Any] = json.loads((scratch / "outputs.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            last = (stderr.strip().splitlines() or ["the notebook's process ended without a result"])[-1]
+            return {"cells": [], "error": last}, reads
+    return done, reads
+
+
+def _with_outputs(nb: dict[str, Any], done: dict[str, Any]) -> dict[str, Any]:
+    ran_nb: dict[str, Any] = json.loads(json.dumps(nb))
+    for cell, ran in zip([c for c in ran_nb["cells"] if c["cell_type"] == "code"], done["cells"], strict=True):
+        cell["execution_count"], cell["outputs"] = ran["execution_count"], ran["outputs"]
+    return ran_nb
+
+
+def execute(nb: dict[str, Any], cwd: Path, timeout: int = 600, runner: Runner | None = None,
+            check: Path | None = None) -> dict[str, Any]:
+    """Run every cell and return the notebook with its outputs; NotebookError says what the failing cell raised.
+
+    With a ``runner`` and the ``check`` the notebook was made from, the cells run in one IPython shell (the
+    shell a kernel runs) inside the check's sandbox (see :func:`_sandboxed`); ``cwd`` is not used then (the
+    sandbox's scratch folder is). Without them, in a python3 kernel (nbclient) with ``cwd`` as its folder:
+    that kernel is not sandboxed, for use outside a build only.
+    """
+    if runner is not None and check is not None:
+        done, _reads = _sandboxed(["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"],
+                                  check, runner, timeout)
+        if done["error"]:
+            raise NotebookError(done["error"])
+        return _with_outputs(nb, done)
+    import nbformat  # type: ignore[import-untyped,unused-ignore]
+    from nbclient import NotebookClient  # type: ignore[import-untyped,unused-ignore]
+    from nbclient.exceptions import CellExecutionError  # type: ignore[import-untyped,unused-ignore]
+    from traitlets.config import Config  # type: ignore[import-untyped,unused-ignore]
+
+    node = nbformat.reads(json.dumps(nb), as_version=4)  # type: ignore[no-untyped-call,unused-ignore]
+    # the kernel's channels are Unix sockets in a folder of this run (IPC), not unencrypted TCP ports
+    # (the client owns the kernel it starts, and shuts it down when the last cell has run)
+    cfg = Config()
+    cfg.KernelManager.transport = "ipc"
+    cfg.KernelManager.ip = str(cwd / "kernel-ipc")
+    try:
+        NotebookClient(node, config=cfg, timeout=timeout, kernel_name="python3",
+                       resources={"metadata": {"path": str(cwd)}}).execute()
+    except CellExecutionError as exc:
+        text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc)).strip()   # the traceback's terminal colours
+        raise NotebookError(text.splitlines()[-1] if text else "a cell raised") from None
+    out: dict[str, Any] = json.loads(nbformat.writes(node))  # type: ignore[no-untyped-call,unused-ignore]
+    return out
+
+
+@dataclass
+class Offered:
+    """What :func:`offer` wrote: the notebook (with its outputs, or without where it did not run)."""
+
+    notebook: dict[str, Any]
+    spent: float = 0.0          # seconds spent running it (0 when it came from the cache or did not run)
+    cached: bool = False
+
+
+def offer(check: Path, checks_dir: Path, dest: Path, *, pid: str, title: str, page_url: str = "",
+          cache: Path | None = None, environment: Any = None, run: bool = True, timeout: int = 600,
+          runner: Runner | None = None, key: str = "") -> Offered:
+    """Write ``check`` into ``dest`` as a script and as a notebook executed (raises NotebookError).
+
+    Executed notebooks are cached in ``cache`` like checks: the first key hashes the script, ``environment``
+    (the library versions, the device, the machinery), ``key`` (the check's own first key: its source, declared
+    environment, limits) and this module; the entry it names serves only while every project file the
+    notebook's run read still has the content it had. With ``run=False`` (a build that may run nothing) an
+    uncached notebook is written without outputs.
+    """
+    heading = f"{pid} · {title}"
+    code = script(check, checks_dir, title=heading, page_url=page_url)
+    dest.mkdir(parents=True, exist_ok=True)
+    (dest / check.name).write_text(code, encoding="utf-8")
+    stamp = json.dumps([NOTEBOOK_CACHE_VERSION, _SELF, code, environment, key], sort_keys=True, default=str)
+    hit = cache / f"{hashlib.sha256(stamp.encode('utf-8')).hexdigest()[:24]}.json" if cache is not None else None
+    if hit is not None and hit.is_file():
+        try:
+            entry = json.loads(hit.read_text(encoding="utf-8"))
+            fresh = runner is not None and all(runner.file_hash(rel) == digest
+                                               for rel, digest in entry["reads"].items())
+            nb_cached: dict[str, Any] = entry["notebook"]
+        except (OSError, ValueError, KeyError, TypeError):
+            fresh = False
+        if fresh:
+            _write_notebook(dest / f"{check.stem}.ipynb", nb_cached)
+            return Offered(nb_cached, cached=True)
+    intro = (f"The check of [{pid}]({page_url or '.'}), cell by cell, as the book ran it for its build. "
+             "Change a `given(...)` and run the cells again.")
+    nb = notebook(code, title=heading, intro=intro)
+    started = time.perf_counter()
+    reads: dict[str, Any] = {}
+    if run and runner is not None:
+        done, reads = _sandboxed(["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"],
+                                 check, runner, timeout)
+        if done["error"]:
+            raise NotebookError(done["error"])
+        nb = _with_outputs(nb, done)
+    elif run:
+        with tempfile.TemporaryDirectory() as tmp:
+            nb = execute(nb, Path(tmp), timeout=timeout)
+    spent = time.perf_counter() - started if run else 0.0
+    _write_notebook(dest / f"{check.stem}.ipynb", nb)
+    if hit is not None and run and runner is not None:
+        hit.parent.mkdir(parents=True, exist_ok=True)
+        tmp_file = hit.with_name(f".{hit.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        tmp_file.write_text(json.dumps({"reads": reads, "notebook": nb}), encoding="utf-8")
+        tmp_file.replace(hit)
+    return Offered(nb, spent)
+
+
+def _write_notebook(path: Path, nb: dict[str, Any]) -> None:
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+# -- the notebook against the page -------------------------------------------------------------------------------
+
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:[.,_]\d+)*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
+"""A number as a line of output prints it: ``-3``, ``16,384,000``, ``65.536``, ``1.2e-05``, ``.5``; not the digits
+inside a word or a name (``fp32``, ``x86_64``, ``numbook-ab12``)."""
+
+
+def printed(nb: dict[str, Any]) -> str | None:
+    """What the notebook printed: the text of its cells' ``stdout`` streams, in order; None where it did not run.
+
+    A cell's displayed value (``Out[n]``), its rich displays and its ``stderr`` (warnings) are not part of it: the
+    check, run as a script, prints none of them."""
+    code = [c for c in nb.get("cells", []) if c.get("cell_type") == "code"]
+    if any(c.get("execution_count") is None for c in code):
+        return None
+    return "".join("".join(o.get("text", "")) for c in code for o in c.get("outputs", [])
+                   if o.get("output_type") == "stream" and o.get("name") == "stdout")
+
+
+def _lines(text: str) -> list[str]:
+    out = [ln.rstrip() for ln in text.split("\n")]
+    while out and not out[-1]:
+        out.pop()
+    return out
+
+
+def mismatch(notebook_out: str, check_out: str, *, measured: bool = False) -> str | None:
+    """Where the notebook's printed output departs from the check's, as the rest of a sentence; None if nowhere.
+
+    The rule: both outputs are split into lines (trailing spaces and trailing blank lines dropped), and line N of
+    the notebook must be line N of the check's output, number for number (a number as :data:`_NUMBER` reads it,
+    compared as written: ``0.10`` is not ``0.1``). A check that records a ``measured`` value times something on the
+    machine that ran it: its lines must match with every number in them masked (a timing moves between any two
+    runs, and it is not told apart from the other numbers of its line), and the spaces between words are compared
+    as one (a wider timing moves the columns after it)."""
+    mine, theirs = _lines(notebook_out), _lines(check_out)
+    for n, (a, b) in enumerate(zip(mine, theirs, strict=False), start=1):
+        if a == b:
+            continue
+        if measured and " ".join(_NUMBER.sub("#", a).split()) == " ".join(_NUMBER.sub("#", b).split()):
+            continue   # a measured number may be wider or narrower, and the columns after it move with it
+        if _NUMBER.sub("#", a) == _NUMBER.sub("#", b):
+            if measured:
+                continue
+            x, y = next((x, y) for x, y in zip(_NUMBER.findall(a), _NUMBER.findall(b), strict=True) if x != y)
+            return f"prints {x} where the page's check printed {y} (line {n} of its output: {b.strip()!r})"
+        return f"prints {a.strip()!r} where the page's check printed {b.strip()!r} (line {n} of its output)"
+    if len(mine) > len(theirs):
+        return (f"prints {mine[len(theirs)].strip()!r} at line {len(theirs) + 1} of its output, past the end of "
+                "the page's check's output")
+    if len(mine) < len(theirs):
+        return (f"stops printing at line {len(mine) + 1} of the page's check's output, which prints "
+                f"{theirs[len(mine)].strip()!r} there")
+    return None
+
+
+@dataclass(frozen=True)
+class Job:
+    """One problem page to offer its check for: where the fault of its notebook is reported, and where it goes."""
+
+    page: str            # the page's path, relative to the root
+    line: int            # the line of its check: in the front matter
+    pid: str
+    title: str
+    check: Path
+    dest: Path           # the folder the script and the notebook are written to
+    url: str
+    result: CheckResult  # the check's result in this build: its output is what the notebook must print
+
+
+def offer_all(jobs: Iterable[Job], runner: Runner, *, run: bool = True, timeout: int = 600
+              ) -> tuple[list[Diagnostic], list[Offered]]:
+    """Offer every job's check as a script and a notebook, in parallel; the faults of their pages: a notebook
+    that raised, or one that prints other numbers than its check (:func:`mismatch`)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cache = runner.cache_dir / "notebooks" if runner.cache_dir is not None else None
+    offered: list[Offered] = []
+
+    def one(job: Job) -> Diagnostic | None:
+        rel = runner.rel(job.check)
+        try:
+            done = offer(job.check, runner.checks_dir, job.dest, pid=job.pid, title=job.title, page_url=job.url,
+                         cache=cache, environment=[runner.versions, runner.device, runner.machinery], run=run,
+                         timeout=int(job.result.timeout_s or timeout), runner=runner, key=job.result.key)
+        except NotebookError as exc:
+            return Diagnostic(job.page, job.line, f"the notebook generated from {rel} raised: {exc}")
+        offered.append(done)
+        out = printed(done.notebook)
+        wrong = None if out is None else mismatch(out, job.result.stdout, measured=bool(job.result.measured))
+        if wrong is not None:
+            return Diagnostic(job.page, job.line, f"the notebook generated from {rel} {wrong}: a reader who runs "
+                              "it sees other numbers than the page (seed every random draw; declare a timing with "
+                              "value(..., measured=...))")
+        return None
+
+    with ThreadPoolExecutor(max_workers=runner.jobs or os.cpu_count() or 1) as pool:
+        found = [d for d in pool.map(one, list(jobs)) if d is not None]
+    return found, offered

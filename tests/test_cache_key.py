@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import numbook.run.runner as runner_mod
+from numbook.run.machine import cpu_name, versions
 from numbook.run.runner import Runner
 
 CHECK = "from numbook.check import value\nvalue('x', 1)\n"
@@ -29,7 +29,7 @@ def project(tmp_path: Path) -> tuple[Runner, Path]:
 def test_the_versions_the_key_reads_are_this_interpreters_and_libraries() -> None:
     import importlib.metadata
 
-    got = runner_mod._versions()
+    got = versions()
     assert got["Python"] == platform.python_version()
     for dist in ("torch", "numpy"):
         try:
@@ -50,7 +50,7 @@ def test_a_library_that_is_not_installed_is_keyed_as_absent(monkeypatch: pytest.
         return real(dist)
 
     monkeypatch.setattr(importlib.metadata, "version", version)
-    got = runner_mod._versions()
+    got = versions()
     assert got == {"Python": platform.python_version(), "torch": "absent", "numpy": real("numpy")}
 
 
@@ -111,13 +111,13 @@ def test_a_cpu_is_named_by_its_model_and_its_widest_vector_instructions(tmp_path
     named = {}
     for kind, text in [("avx2", AVX2), ("avx512", AVX512), ("arm", ARM)]:
         (tmp_path / kind).write_text(text, encoding="utf-8")
-        named[kind] = runner_mod.cpu_name(tmp_path / kind)
+        named[kind] = cpu_name(tmp_path / kind)
     machine = platform.machine() or "unknown"
     assert named == {"avx2": f"cpu: {machine} AMD EPYC 7763 64-Core Processor (avx2)",
                      "avx512": f"cpu: {machine} AMD EPYC 9654 96-Core Processor (avx512f)",
                      "arm": " ".join(p for p in ["cpu:", machine, platform.processor(), "(sve)"] if p)}
     # a system that says nothing about its CPU: the architecture, and what platform knows
-    assert runner_mod.cpu_name(tmp_path / "absent") == " ".join(p for p in ["cpu:", machine, platform.processor()] if p)
+    assert cpu_name(tmp_path / "absent") == " ".join(p for p in ["cpu:", machine, platform.processor()] if p)
 
 
 def test_two_cpus_with_other_vector_instructions_give_two_keys(project: tuple[Runner, Path], tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_two_cpus_with_other_vector_instructions_give_two_keys(project: tuple[Ru
     keys = set()
     for kind, text in [("avx2", AVX2), ("avx512", AVX512)]:
         (tmp_path / kind).write_text(text, encoding="utf-8")
-        r.device = runner_mod.cpu_name(tmp_path / kind)
+        r.device = cpu_name(tmp_path / kind)
         keys.add(r.key(path)[0])
     assert len(keys) == 2
 

@@ -13,6 +13,7 @@ import string
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _results import Fixed
 from numbook.core.claims import LiteralError, parse_literal, parse_tolerance
 from numbook.core.verify import PageContext, verify_page
 from numbook.run.runner import CheckResult
@@ -53,8 +54,8 @@ def test_any_tolerance_parses_or_raises_literal_error(text: str) -> None:
 @given(MARKDOWN, st.booleans())
 def test_any_markdown_through_the_claim_processor_gives_diagnostics_never_a_traceback(text: str,
                                                                                        problem: bool) -> None:
-    ctx = PageContext("problems/X.md", "demo.py", lambda name: RESULT, problem=problem, scan_numbers=True)
-    report = verify_page(text, ctx)
+    ctx = PageContext("problems/X.md", "demo.py", problem=problem, scan_numbers=True)
+    report = verify_page(text, ctx, Fixed(lambda name: RESULT))
     lines = text.count("\n") + 1
     for d in report.diagnostics:
         assert d.path == "problems/X.md" and 1 <= d.line <= lines
@@ -63,7 +64,7 @@ def test_any_markdown_through_the_claim_processor_gives_diagnostics_never_a_trac
 
 
 def test_the_typed_tilde_that_crashed_the_build_is_a_diagnostic() -> None:
-    ctx = PageContext("problems/X.md", "demo.py", lambda name: RESULT)
-    assert [str(d) for d in verify_page("About [[~65.5|x]] MB.", ctx).diagnostics] == [
+    ctx = PageContext("problems/X.md", "demo.py")
+    assert [str(d) for d in verify_page("About [[~65.5|x]] MB.", ctx, Fixed(lambda name: RESULT)).diagnostics] == [
         "problems/X.md:1: claim '[[~65.5|x]]': '~65.5' is not a literal this book can test (a number, a "
         "percentage, scientific notation, a number word, a shape, a vector or a bound)"]

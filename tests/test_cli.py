@@ -223,7 +223,7 @@ def build_faults(root: Path, rel: str) -> list[str]:
     from numbook.run.runner import Runner
 
     runner = Runner(root, "checks", None)
-    ext = NumbookExtension(context=PageContext(rel, None, runner.result, root=root))
+    ext = NumbookExtension(context=PageContext(rel, None, root=root), results=runner)
     md = markdown.Markdown(extensions=[ext, "numbook.components", "pymdownx.superfences", "attr_list", "md_in_html"])
     md.convert((root / rel).read_text(encoding="utf-8"))
     return [str(d) for d in ext.session.reporter.faults if d.path == rel]

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import markdown
 import pytest
 
+from _results import Fixed
 from numbook.core.verify import PageContext
 from numbook.html.components import makeExtension
 from numbook.html.extension import NumbookExtension
@@ -17,12 +18,13 @@ from numbook.run.runner import CheckResult
 EXTENSIONS = ["numbook", "numbook.components", "pymdownx.superfences", "attr_list", "md_in_html"]
 
 
-PAGE: list[PageContext] = []
+PAGE: list[tuple[PageContext, Fixed]] = []
 
 
 def render(src: str) -> str:
     """Convert a lesson snippet; inside ``checked_page`` the page has a check."""
-    extensions: list[object] = [NumbookExtension(context=PAGE[-1]) if PAGE else "numbook", *EXTENSIONS[1:]]
+    extensions: list[object] = [NumbookExtension(context=PAGE[-1][0], results=PAGE[-1][1]) if PAGE else "numbook",
+                                *EXTENSIONS[1:]]
     md = markdown.Markdown(extensions=extensions)
     return md.convert(textwrap.dedent(src).strip("\n"))
 
@@ -35,7 +37,7 @@ def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 def checked_page() -> Iterator[None]:
     """A page whose check recorded z = (8, 5) and n = 40."""
     res = CheckResult("checks/l_test.py", "ok", values={"z": [8, 5], "n": 40})
-    PAGE.append(PageContext("lessons/x.md", "l_test.py", lambda name: res, line_offset=4))
+    PAGE.append((PageContext("lessons/x.md", "l_test.py", line_offset=4), Fixed(lambda name: res)))
     try:
         yield
     finally:
@@ -208,8 +210,8 @@ def test_an_answer_no_option_binds_and_a_bound_distractor_that_is_also_true(
     assert warnings(caplog) == ["lessons/x.md:5: /// quiz: the answer 'm' is bound by no option: write the right "
                                 "option as [[…|m]]"]
     caplog.clear()
-    PAGE[-1] = PageContext("lessons/x.md", "l_test.py", lambda name: CheckResult(
-        "checks/l_test.py", "ok", values={"n": 40, "m": 40}), line_offset=4)
+    PAGE[-1] = (PageContext("lessons/x.md", "l_test.py", line_offset=4), Fixed(lambda name: CheckResult(
+        "checks/l_test.py", "ok", values={"n": 40, "m": 40})))
     render("/// quiz | How many?\n    answer: n\n- [x] [[40|n]]\n    Yes.\n- [ ] [[40|m]]\n    No.\n///")
     assert warnings(caplog) == ["lessons/x.md:5: /// quiz: the wrong option '40' also matches the key's value n = 40"]
 

@@ -21,14 +21,16 @@ from pathlib import Path
 
 import pytest
 
+import numbook.run.freeze as freeze
 import numbook.run.frozen as frozen
-import numbook.run.runner as runner_module
+import numbook.run.machine as machine
 from _project import project
 from numbook.cli import freeze_book
 from numbook.core.result import FROZEN_HOW
 from numbook.core.verify import failure_message
 from numbook.html.extension import _FROZEN_TITLE
-from numbook.run.runner import CheckResult, Runner, cpu_name, detect_device
+from numbook.run.machine import cpu_name, detect_device
+from numbook.run.runner import CheckResult, Runner
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = Path(__file__).parent / "fixtures" / "tiny"
@@ -105,10 +107,10 @@ def source_hash(root: Path) -> str:
 
 def pretend_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """TEST FIXTURE ONLY: make this process believe an H200 with a CUDA torch is here."""
-    monkeypatch.setattr(frozen, "gpu_info", lambda: frozen.GpuInfo(FAKE_GPU, FAKE_DRIVER))
-    monkeypatch.setattr(frozen, "_torch_cuda", lambda python: (True, "2.13.0+cu128"))
-    monkeypatch.setattr(runner_module, "_versions", lambda: {"Python": "3.11.9", "torch": "2.13.0+cu128",
-                                                             "numpy": "2.3.4"})
+    monkeypatch.setattr(machine, "gpu_info", lambda: machine.GpuInfo(FAKE_GPU, FAKE_DRIVER))
+    monkeypatch.setattr(machine, "_torch_cuda", lambda python: (True, "2.13.0+cu128"))
+    monkeypatch.setattr(machine, "versions", lambda: {"Python": "3.11.9", "torch": "2.13.0+cu128",
+                                                      "numpy": "2.3.4"})
 
 
 def freeze_fixture(root: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
@@ -140,15 +142,15 @@ def test_without_nvidia_smi_or_numbook_device_the_device_is_a_cpu(monkeypatch: p
     monkeypatch.delenv("NUMBOOK_DEVICE", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     assert detect_device().startswith("cpu")
-    assert frozen.gpu_info() is None
-    assert frozen.gpu_status(detect_device()) == frozen.GpuStatus(False, CPU)
+    assert machine.gpu_info() is None
+    assert machine.gpu_status(detect_device()) == machine.GpuStatus(False, CPU)
 
 
 def test_nvidia_smi_names_the_gpu_and_its_driver(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("NUMBOOK_DEVICE", raising=False)
     monkeypatch.setenv("PATH", env(tmp_path, fake_smi=True)["PATH"])
     assert detect_device() == f"cuda: {FAKE_GPU}"
-    assert frozen.gpu_info() == frozen.GpuInfo(FAKE_GPU, FAKE_DRIVER)
+    assert machine.gpu_info() == machine.GpuInfo(FAKE_GPU, FAKE_DRIVER)
 
 
 # -- the frozen file -----------------------------------------------------------------------------
@@ -172,14 +174,15 @@ def test_freezing_records_device_driver_versions_date_and_source_hash(tmp_path: 
 
 def test_only_a_successful_gpu_run_can_be_frozen(tmp_path: Path) -> None:
     runner = Runner(gpu_book(tmp_path), cache_dir=None)
+    book = {"root": runner.root, "checks_dir": runner.checks_dir, "file_hash": runner.file_hash}
     cpu_run = CheckResult(CHECK, "ok", device=CPU, source_hash="0" * 20)
     with pytest.raises(ValueError, match=r"only a successful GPU run can be frozen \(checks/i1_a01_embedding.py: ok"):
-        frozen.freeze(runner, cpu_run)
+        frozen.freeze(cpu_run, **book)
     with pytest.raises(ValueError, match="only a successful GPU run can be frozen"):
-        frozen.freeze(runner, dataclasses.replace(cpu_run, status="error", device=f"cuda: {FAKE_GPU}"))
+        frozen.freeze(dataclasses.replace(cpu_run, status="error", device=f"cuda: {FAKE_GPU}"), **book)
     cpu_torch = dataclasses.replace(cpu_run, device=f"cuda: {FAKE_GPU}", versions={"torch": "2.13.0+cpu"})
     with pytest.raises(ValueError, match=r"ran with torch 2.13.0\+cpu, a CPU build: not a GPU result"):
-        frozen.freeze(runner, cpu_torch)
+        frozen.freeze(cpu_torch, **book)
     assert not (runner.checks_dir / "frozen").exists()
 
 
@@ -379,7 +382,7 @@ def bandwidth_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: s
     git_commit(root)
     with monkeypatch.context() as m:
         pretend_gpu(m)
-        written, failed = frozen.freeze_checks(Runner(root, cache_dir=None))
+        written, failed = freeze.freeze_checks(Runner(root, cache_dir=None))
     assert failed == []
     assert written == [root / BW_FROZEN]
     monkeypatch.setenv("NUMBOOK_DEVICE", CPU)   # no GPU answers here: the check is replayed
@@ -492,11 +495,11 @@ def test_freeze_writes_nothing_for_a_gpu_check_that_measures_nothing_or_outside_
     root = project(tmp_path / "book", g="# numbook: requires=cuda\nfrom numbook.check import value\nvalue('x', 1)\n")
     with monkeypatch.context() as m:
         pretend_gpu(m)
-        with pytest.raises(frozen.FreezeError, match=r"is not a git checkout: a frozen file records the commit it "
+        with pytest.raises(freeze.FreezeError, match=r"is not a git checkout: a frozen file records the commit it "
                                                      r"was made at; nothing was frozen"):
-            frozen.freeze_checks(Runner(root, cache_dir=None))
+            freeze.freeze_checks(Runner(root, cache_dir=None))
         git_commit(root)
-        written, failed = frozen.freeze_checks(Runner(root, cache_dir=None))
+        written, failed = freeze.freeze_checks(Runner(root, cache_dir=None))
     assert (written, failed) == ([], [
         "checks/g.py recorded no measurement: a GPU check records what it measures on the GPU with "
         "numbook.check.measurement(), and a build without a GPU derives every value from those"])

@@ -15,6 +15,7 @@ from pathlib import Path
 import markdown
 import pytest
 
+from _results import Fixed
 from numbook.core.diagnostics import Reporter
 from numbook.core.verify import PageContext
 from numbook.html.extension import NumbookExtension
@@ -36,9 +37,8 @@ RESULT = CheckResult(
 def convert(case: str) -> str:
     text = (GOLDEN / f"{case}.md").read_text(encoding="utf-8")
     problem = text.startswith("<!-- problem -->")
-    ctx = PageContext(f"tests/golden/{case}.md", "demo.py", lambda name: RESULT, problem=problem,
-                      scan_numbers=True)
-    session = Session(Reporter(level=logging.DEBUG), default=ctx)
+    ctx = PageContext(f"tests/golden/{case}.md", "demo.py", problem=problem, scan_numbers=True)
+    session = Session(Reporter(level=logging.DEBUG), default=ctx, results=Fixed(lambda name: RESULT))
     md = markdown.Markdown(extensions=[NumbookExtension(session=session), "numbook.components", "tables",
                                        "pymdownx.superfences", "pymdownx.arithmatex", "md_in_html"],
                            extension_configs={"pymdownx.arithmatex": {"generic": True}})

@@ -9,6 +9,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from _results import Fixed
 from numbook.core.result import CheckResult
 from numbook.core.verify import PageContext, verify_page
 
@@ -34,16 +35,16 @@ def test_item_of_a_low_precision_tensor_records_its_dtype(tmp_path: Path) -> Non
 
 def test_a_claim_with_more_digits_than_a_float32_item_carries_fails() -> None:
     res = CheckResult("checks/demo.py", "ok", values={"via_item": 1.2345678806304932}, dtypes={"via_item": "float32"})
-    ctx = PageContext("docs/x.md", "demo.py", lambda name: res)
-    assert [str(d) for d in verify_page("It is [[1.234567880630|via_item]].", ctx).diagnostics] == [
+    ctx, results = PageContext("docs/x.md", "demo.py"), Fixed(lambda name: res)
+    assert [str(d) for d in verify_page("It is [[1.234567880630|via_item]].", ctx, results).diagnostics] == [
         "docs/x.md:1: claim 'via_item' is written with 13 significant digits, but checks/demo.py computed it in "
         "float32, which carries about 8: round it"]
 
 
 def test_a_stored_value_written_exactly_is_no_false_precision() -> None:
     res = CheckResult("checks/demo.py", "ok", values={"last": 11.0859375}, dtypes={"last": "float16"})
-    ctx = PageContext("docs/x.md", "demo.py", lambda name: res)
-    assert [str(d) for d in verify_page("It is [[11.0859375|last]].", ctx).diagnostics] == []
-    assert [str(d) for d in verify_page("It is [[11.08594|last]].", ctx).diagnostics] == [
+    ctx, results = PageContext("docs/x.md", "demo.py"), Fixed(lambda name: res)
+    assert [str(d) for d in verify_page("It is [[11.0859375|last]].", ctx, results).diagnostics] == []
+    assert [str(d) for d in verify_page("It is [[11.08594|last]].", ctx, results).diagnostics] == [
         "docs/x.md:1: claim 'last' is written with 7 significant digits, but checks/demo.py computed it in float16, "
         "which carries about 4: round it"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from _results import Fixed
 from numbook.core.result import CheckResult
 from numbook.core.verify import PageContext, verify_page
 
@@ -11,8 +12,8 @@ RESULT = CheckResult("checks/demo.py", "ok", values={"B": 4, "x": 15.0, "frac": 
 
 
 def faults(text: str) -> list[str]:
-    ctx = PageContext("docs/x.md", "demo.py", lambda name: RESULT)
-    return [str(d) for d in verify_page(text, ctx).diagnostics]
+    ctx = PageContext("docs/x.md", "demo.py")
+    return [str(d) for d in verify_page(text, ctx, Fixed(lambda name: RESULT)).diagnostics]
 
 
 @pytest.mark.parametrize(("text", "glue", "reads"), [

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from _results import Fixed
 from numbook.core.relations import declared_relations, stated_relations
 from numbook.core.result import CheckResult
 from numbook.core.verify import PageContext, verify_page
@@ -26,8 +27,8 @@ def result(relation: Any = "larger", operands: list[Any] | None = None, **extra:
 
 def faults(text: str, res: CheckResult | None = None) -> list[str]:
     r = res or result()
-    ctx = PageContext("docs/x.md", "demo.py", lambda name: r, scan_numbers=True)
-    return [str(d) for d in verify_page(text, ctx).diagnostics]
+    ctx = PageContext("docs/x.md", "demo.py", scan_numbers=True)
+    return [str(d) for d in verify_page(text, ctx, Fixed(lambda name: r)).diagnostics]
 
 
 def words(text: str) -> list[tuple[str, str, str]]:

@@ -369,7 +369,7 @@ def test_what_the_runner_answers_before_it_runs_anything(tmp_path: Path, monkeyp
 
 def test_a_runner_is_made_with_its_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from numbook.core.result import DEFAULT_CACHE_DIR, DEFAULT_MEMORY, DEFAULT_TIMEOUT
-    from numbook.run.runner import _MACHINERY, PRELOAD
+    from numbook.run.executor import MACHINERY, PRELOAD
 
     monkeypatch.chdir(tmp_path)
     runner = Runner(Path("."))
@@ -378,7 +378,7 @@ def test_a_runner_is_made_with_its_defaults(tmp_path: Path, monkeypatch: pytest.
     assert (runner.timeout, runner.memory, runner.jobs, runner.execute) == (DEFAULT_TIMEOUT, DEFAULT_MEMORY,
                                                                            os.cpu_count(), True)
     assert runner.preload == PRELOAD == ("torch", "numpy") and runner.keys == set()
-    assert runner.machinery == _MACHINERY and len(_MACHINERY) >= 16   # the tool's own sources, in every key
+    assert runner.machinery == MACHINERY and len(MACHINERY) >= 16   # the tool's own sources, in every key
     monkeypatch.setattr(os, "cpu_count", lambda: None)                # a platform that cannot count its cores
     assert Runner(Path(".")).jobs == 1
     other = Runner(tmp_path, "tests", "", 5.0, 3, False, memory=None, preload=())
@@ -387,13 +387,13 @@ def test_a_runner_is_made_with_its_defaults(tmp_path: Path, monkeypatch: pytest.
 
 
 def test_the_list_of_files_a_run_read_is_read_back_sorted_with_missing_files_as_none(tmp_path: Path) -> None:
-    from numbook.run.runner import _read_list
+    from numbook.run.executor import read_list
 
-    assert _read_list(tmp_path / "absent.txt") == {}
+    assert read_list(tmp_path / "absent.txt") == {}
     listing = tmp_path / "reads.txt"
     listing.write_bytes(b"abc\tchecks/b.py\n-\tchecks/gone.txt\nnot a record\nd\xc3\xa9f\tdata/caf\xc3\xa9.txt\n"
                         b"abc\tchecks/b.py\n")
-    assert list(_read_list(listing).items()) == [("checks/b.py", "abc"), ("checks/gone.txt", None),
+    assert list(read_list(listing).items()) == [("checks/b.py", "abc"), ("checks/gone.txt", None),
                                                  ("data/café.txt", "déf")]
 
 
@@ -421,14 +421,14 @@ def test_killing_a_group_ends_every_process_in_it_and_a_gone_group_is_no_error()
     import subprocess
     import sys
 
-    from numbook.run.runner import _kill_group
+    from numbook.run.executor import kill_group
 
     proc = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\n"
                              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
                              "print('ready', flush=True)\ntime.sleep(60)\n"],
                             stdout=subprocess.PIPE, text=True, start_new_session=True)
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    _kill_group(proc.pid)
+    kill_group(proc.pid)
     assert proc.wait(timeout=10) == -signal.SIGKILL
     proc.stdout.close()
     deadline = time.monotonic() + 10
@@ -440,18 +440,18 @@ def test_killing_a_group_ends_every_process_in_it_and_a_gone_group_is_no_error()
         time.sleep(0.05)
     else:
         raise AssertionError("a process of the group outlived the kill")
-    _kill_group(proc.pid)   # gone: no error
+    kill_group(proc.pid)   # gone: no error
 
 
 def test_a_group_the_runner_may_not_kill_is_no_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """A check that ran a setuid program leaves a process the runner's user may not signal: the runner goes on."""
-    from numbook.run.runner import _kill_group
+    from numbook.run.executor import kill_group
 
     def refuse(pid: int, sig: int) -> None:
         raise PermissionError(1, "Operation not permitted")
 
     monkeypatch.setattr(os, "killpg", refuse)
-    _kill_group(12345)
+    kill_group(12345)
 
 
 def test_a_gpu_check_is_limited_in_data_not_address_space(tmp_path: Path) -> None:
@@ -460,11 +460,12 @@ def test_a_gpu_check_is_limited_in_data_not_address_space(tmp_path: Path) -> Non
     import numbook.run.sandbox as sandbox
 
     runner = Runner(tmp_path, cache_dir=None)
-    gpu = runner._env(read_header("# numbook: requires=cuda\n"), tmp_path, "checks/g.py", 2**30)
-    cpu = runner._env(read_header(""), tmp_path, "checks/c.py", 2**30)
+    env = runner.executor.environment
+    gpu = env(read_header("# numbook: requires=cuda\n"), tmp_path, "checks/g.py", limit=2**30, device=runner.device)
+    cpu = env(read_header(""), tmp_path, "checks/c.py", limit=2**30, device=runner.device)
     assert (gpu[sandbox.LIMIT_KIND_ENV], cpu[sandbox.LIMIT_KIND_ENV]) == ("data", "as")
-    assert (gpu[sandbox.MEMORY_ENV], runner._env(read_header(""), tmp_path, "c", None)[sandbox.MEMORY_ENV]) == (
-        str(2**30), "")
+    assert (gpu[sandbox.MEMORY_ENV], env(read_header(""), tmp_path, "c", limit=None, device=runner.device)[
+        sandbox.MEMORY_ENV]) == (str(2**30), "")
 
 
 def test_a_gpu_check_on_a_machine_without_a_usable_gpu_is_not_run_here(tmp_path: Path,
@@ -481,15 +482,15 @@ def test_a_gpu_check_on_a_machine_without_a_usable_gpu_is_not_run_here(tmp_path:
 
 def test_a_gpu_check_where_the_gpu_is_usable_runs_live_and_records_the_driver(tmp_path: Path,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    import numbook.run.frozen as frozen
+    import numbook.run.machine as machine
 
     probes: list[str] = []
 
-    def usable(device: str) -> frozen.GpuStatus:
+    def usable(device: str) -> machine.GpuStatus:
         probes.append(device)
-        return frozen.GpuStatus(True, driver="550.54")
+        return machine.GpuStatus(True, driver="550.54")
 
-    monkeypatch.setattr(frozen, "gpu_status", usable)
+    monkeypatch.setattr(machine, "gpu_status", usable)
     monkeypatch.setenv("NUMBOOK_DEVICE", "cuda: pretend")
     root = project(tmp_path, g="# numbook: requires=cuda\nfrom numbook.check import value\nvalue('x', 1)\n",
                    h="# numbook: requires=cuda\nfrom numbook.check import value\nvalue('x', 2)\n")
@@ -502,10 +503,10 @@ def test_a_gpu_check_where_the_gpu_is_usable_runs_live_and_records_the_driver(tm
 
 def test_a_gpu_check_that_cannot_run_here_says_why_the_gpu_is_not_usable(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    import numbook.run.frozen as frozen
+    import numbook.run.machine as machine
 
     why = "NVIDIA H200 answers nvidia-smi, but torch 2.13.0+cpu cannot use it"
-    monkeypatch.setattr(frozen, "gpu_status", lambda device: frozen.GpuStatus(False, why))
+    monkeypatch.setattr(machine, "gpu_status", lambda device: machine.GpuStatus(False, why))
     monkeypatch.setenv("NUMBOOK_DEVICE", "cuda: NVIDIA H200")
     root = project(tmp_path, g="# numbook: requires=cuda\nfrom numbook.check import value\nvalue('x', 1)\n")
     res = Runner(root, cache_dir=None).result("g.py")

@@ -17,17 +17,36 @@ from pathlib import Path
 import pytest
 
 import numbook
+import numbook.run.warm as warm
 from _project import project
-from numbook.run.runner import Runner, _close_zygotes, _zygote
+from numbook.run.runner import CACHE_VERSION, CheckResult, Runner
 
 
 @pytest.fixture(autouse=True)
 def _own_warm_parent() -> None:
     """Each test starts its own warm parent (the runner shares one per process)."""
-    _close_zygotes()
+    warm.close_all()
 
 CHECK = "from numbook.check import given, value\nn = given('n', 3)\nvalue('sq', n * n)\n"
 
+
+
+def test_a_result_is_written_and_read_as_json_by_one_pair_and_a_cache_entry_is_that_and_its_format(
+        tmp_path: Path) -> None:
+    root = project(tmp_path, a=CHECK)
+    res = Runner(root, cache_dir=".cache").result("a.py")
+    entry = json.loads((root / ".cache" / f"{res.key}.json").read_text(encoding="utf-8"))
+    assert entry == {**res.to_dict(), "cache_version": CACHE_VERSION} and list(entry)[-1] == "cache_version"
+    assert CheckResult.from_dict(json.loads(json.dumps(res.to_dict()))) == res
+    assert CheckResult.from_dict({**entry, "added_later": 1}) == res   # a key that names no field is left out
+    with pytest.raises(TypeError, match="a result is a JSON object, not list"):
+        CheckResult.from_dict([entry])
+    with pytest.raises(TypeError):
+        CheckResult.from_dict({"status": "ok"})                       # no check
+    with pytest.raises(ValueError):
+        CheckResult.from_dict({"check": "checks/a.py", "status": "fine"})
+    (root / ".cache" / f"{res.key}.json").write_text(json.dumps([entry]), encoding="utf-8")
+    assert Runner(root, cache_dir=".cache").result("a.py").cached is False   # an entry that is no result is run again
 
 
 def test_a_bundle_carries_results_to_another_cache_which_serves_them_without_running(tmp_path: Path) -> None:
@@ -73,7 +92,7 @@ def _env() -> dict[str, str]:
 
 
 def test_the_warm_parent_lives_in_its_own_session_and_ends_when_closed() -> None:
-    z = _zygote({**_env(), "PYTHONHASHSEED": "0"}, ("json",))
+    z = warm.parent({**_env(), "PYTHONHASHSEED": "0"}, ("json",))
     assert z is not None and z.ready and z.alive
     assert os.getsid(z.proc.pid) == z.proc.pid != os.getsid(0)   # a terminal's Ctrl-C is not its to take
     z.close()
@@ -82,19 +101,19 @@ def test_the_warm_parent_lives_in_its_own_session_and_ends_when_closed() -> None
 
 def test_a_warm_parent_slow_to_end_is_killed_and_reaped_when_closed_so_no_resource_warning_follows() -> None:
     """The flaky ResourceWarning: under load a warm parent that had imported torch took longer than the grace to end;
-    close() killed it but did not reap it, and the next test's _close_zygotes() dropped a Popen whose process
+    close() killed it but did not reap it, and the next test's close_all() dropped a Popen whose process
     still ran."""
     import gc
     import signal
     import warnings
 
-    z = _zygote({**_env(), "PYTHONHASHSEED": "0"}, ("json",))
+    z = warm.parent({**_env(), "PYTHONHASHSEED": "0"}, ("json",))
     assert z is not None
     os.kill(z.proc.pid, signal.SIGSTOP)    # as slow to end as a loaded machine can make it
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         z.close(grace=0.2)
-        _close_zygotes()
+        warm.close_all()
         rc = z.proc.returncode
         del z
         gc.collect()
@@ -104,34 +123,34 @@ def test_a_warm_parent_slow_to_end_is_killed_and_reaped_when_closed_so_no_resour
 
 def test_one_warm_parent_per_environment_and_preload_and_a_new_one_when_it_died(tmp_path: Path) -> None:
     env = {**_env(), "PYTHONHASHSEED": "0"}
-    first = _zygote(env, ("json",))
-    assert first is not None and _zygote(dict(env), ("json",)) is first
-    assert _zygote(dict(reversed(env.items())), ("json",)) is first   # the same variables in another order
-    assert _zygote({**env, "LC_NUMBOOK_TEST": "1"}, ("json",)) not in (None, first)
-    assert _zygote(env, ("json", "csv")) not in (None, first)
+    first = warm.parent(env, ("json",))
+    assert first is not None and warm.parent(dict(env), ("json",)) is first
+    assert warm.parent(dict(reversed(env.items())), ("json",)) is first   # the same variables in another order
+    assert warm.parent({**env, "LC_NUMBOOK_TEST": "1"}, ("json",)) not in (None, first)
+    assert warm.parent(env, ("json", "csv")) not in (None, first)
     first.proc.kill()
     first.proc.wait()
     deadline = time.monotonic() + 10
     while first.alive and time.monotonic() < deadline:   # its reader sees the pipe close
         time.sleep(0.05)
-    again = _zygote(env, ("json",))
+    again = warm.parent(env, ("json",))
     assert again is not None and again is not first and again.alive
     assert not os.path.exists(first.home)                # the dead one was closed, its folder removed
     (tmp_path / "quits.py").write_text("import os\nos._exit(0)\n", encoding="utf-8")
-    assert _zygote({**env, "PYTHONPATH": str(tmp_path)}, ("quits",)) is None   # never ready: no warm parent
+    assert warm.parent({**env, "PYTHONPATH": str(tmp_path)}, ("quits",)) is None   # never ready: no warm parent
 
 
 def test_the_first_warm_parent_of_a_process_has_every_warm_parent_closed_at_its_exit(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import atexit
 
-    _close_zygotes()
+    warm.close_all()
     registered: list[object] = []
     monkeypatch.setattr(atexit, "register", registered.append)
-    assert _zygote(_env(), ("json",)) is not None
-    assert registered == [_close_zygotes]
-    assert _zygote({**_env(), "LC_NUMBOOK_TEST": "2"}, ("json",)) is not None
-    assert registered == [_close_zygotes]   # once: it closes them all
+    assert warm.parent(_env(), ("json",)) is not None
+    assert registered == [warm.close_all]
+    assert warm.parent({**_env(), "LC_NUMBOOK_TEST": "2"}, ("json",)) is not None
+    assert registered == [warm.close_all]   # once: it closes them all
 
 
 def test_a_process_that_used_the_warm_parent_exits_promptly() -> None:
@@ -143,8 +162,8 @@ def test_a_process_that_used_the_warm_parent_exits_promptly() -> None:
         (root / "checks").mkdir()
         (root / "checks" / "a.py").write_text("import numpy\\nfrom numbook.check import value\\nvalue('x', 1)\\n")
         print(Runner(root, cache_dir=None, preload=("numpy",)).result("a.py").status)
-        from numbook.run.runner import _ZYGOTES
-        print(*[z.home for z in _ZYGOTES.values()])
+        from numbook.run.warm import _PARENTS
+        print(*[z.home for z in _PARENTS.values()])
     """)
     here = str(Path(numbook.__file__).resolve().parents[1])   # the numbook this test imported, not another copy
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
@@ -206,7 +225,7 @@ def test_a_check_without_a_memory_limit_gets_none(tmp_path: Path) -> None:
 
 
 def test_the_device_is_named_by_nvidia_smi_when_a_gpu_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from numbook.run.runner import cpu_name, detect_device
+    from numbook.run.machine import cpu_name, detect_device
 
     smi = tmp_path / "nvidia-smi"
     smi.write_text("#!/bin/sh\n[ \"$*\" = -L ] || exit 2   # nvidia-smi -L lists the GPUs, one a line\n"
@@ -231,6 +250,26 @@ def test_the_device_is_named_by_nvidia_smi_when_a_gpu_answers(tmp_path: Path, mo
     assert detect_device() == "cuda: pretend"
 
 
+def test_nvidia_smi_is_run_in_one_place_which_names_the_device_and_the_gpu(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numbook.run.machine as machine
+
+    package = Path(numbook.__file__).parent
+    assert [p.relative_to(package).as_posix() for p in sorted(package.rglob("*.py"))
+            if '"nvidia-smi"' in p.read_text(encoding="utf-8")] == ["run/machine.py"]
+    asked: list[tuple[str, ...]] = []
+
+    def smi(*args: str, timeout: float = 20) -> list[str]:
+        asked.append(args)
+        return ["GPU 0: NVIDIA H200 (UUID: GPU-1)"] if args == ("-L",) else ["NVIDIA H200, 550.54"]
+
+    monkeypatch.setattr(machine, "nvidia_smi", smi)
+    monkeypatch.delenv("NUMBOOK_DEVICE", raising=False)
+    assert (machine.detect_device(), machine.gpu_info()) == ("cuda: NVIDIA H200", machine.GpuInfo("NVIDIA H200",
+                                                                                                    "550.54"))
+    assert asked == [("-L",), ("--query-gpu=name,driver_version", "--format=csv,noheader")]
+
+
 def test_the_runner_reads_checks_and_their_output_as_utf8_whatever_the_locale(tmp_path: Path) -> None:
     """A build machine whose locale is plain C (ASCII): the runner still reads a check's source, header, output,
     the files it read and a notebook's error as UTF-8, as the check wrote them."""
@@ -243,10 +282,17 @@ def test_the_runner_reads_checks_and_their_output_as_utf8_whatever_the_locale(tm
                                           "print('fresh: µs')\n", encoding="utf-8")   # no numpy: a fresh interpreter
     run = textwrap.dedent(f"""
         import json, pathlib
+        import numbook.run.standalone as standalone
         from numbook.run.runner import Runner
         runner = Runner(pathlib.Path({str(root)!r}), cache_dir=None, preload=("numpy",))
-        cells = runner.run_cells(["import os\\nos.write(2, 'na\\u00efve \\u2264\\\\n'.encode())\\nos._exit(3)"],
-                                 pathlib.Path({str(tmp_path)!r}), timeout=60)
+        cell = {{"cell_type": "code", "id": "c", "metadata": {{}}, "execution_count": None, "outputs": [],
+                 "source": "import os\\nos.write(2, 'na\\u00efve \\u2264\\\\n'.encode())\\nos._exit(3)"}}
+        try:   # the notebook of a.py, in a.py's sandbox: forked from the warm parent, as a.py is
+            standalone.execute({{"nbformat": 4, "nbformat_minor": 5, "metadata": {{}}, "cells": [cell]}},
+                               pathlib.Path({str(tmp_path)!r}), timeout=60, runner=runner, check=runner.resolve("a.py"))
+            cells = {{"cells": "ran", "error": None}}
+        except standalone.NotebookError as exc:
+            cells = {{"cells": [], "error": str(exc)}}
         # the warm parent is up now: a forked check would finish well before b, were it not alone
         order = []
         res = runner.run_many(["a.py", "b.py"], progress=lambda done, total, r, running: order.append(r.check))["a.py"]

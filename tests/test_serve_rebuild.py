@@ -115,7 +115,7 @@ def test_the_checks_a_page_uses_follow_its_check_and_its_text() -> None:
 
 
 def test_compiled_templates_are_never_shared_between_environments_with_other_settings() -> None:
-    from numbook.mkdocs.plugin import _TEMPLATES
+    from numbook.mkdocs.serve import TEMPLATES as _TEMPLATES
 
     source = {"loop.html": "{% for x in [1, 2, 3] %}{% if x == 3 %}{% break %}{% endif %}{{ x }}{% endfor %}"}
     with_break = jinja2.Environment(loader=jinja2.DictLoader(source), extensions=["jinja2.ext.loopcontrols"],
@@ -172,3 +172,19 @@ def test_a_dirty_rebuild_clears_the_box_when_the_check_is_fixed(tmp_path: Path) 
     check.write_text(good, encoding="utf-8")
     _rebuild(root)
     assert BOX not in html.read_text(encoding="utf-8")
+
+
+def test_a_dirty_rebuild_rebuilds_a_page_whose_fence_shows_a_check_that_printed_something_else(tmp_path: Path) -> None:
+    """The pages a new result changes are found from the book's reports: a page that shows another page's check in
+    a ```check path="…" fence, and binds no claim to it, is rebuilt when that check prints something else."""
+    root = copy_tiny(tmp_path)
+    edit(root, "mkdocs.yml", 'cache_dir: ""', 'cache_dir: ".cache/numbook"')
+    fence = '```check path="i1_a01_embedding.py"\n```\n\n'
+    edit(root, "problems/I.1.A02.md", "## Check — sanity", fence + "## Check — sanity")
+    _rebuild(root)
+    _rebuild(root)   # every result from the cache now: nothing but the edit below changes a result
+    html = root / "site" / "problems" / "I.1.A02" / "index.html"
+    check = root / "checks" / "i1_a01_embedding.py"
+    check.write_text(check.read_text(encoding="utf-8") + '\nprint("printed by the edited check")\n', encoding="utf-8")
+    _rebuild(root)
+    assert "printed by the edited check" in html.read_text(encoding="utf-8")

@@ -92,5 +92,5 @@ def test_the_books_perturbation_record_is_clean_and_covers_every_check_as_it_is_
     assert {f"checks/{c}" for c in book.checks()} <= {f"checks/{p.name}" for p in checks}
     on_cpu = [f"checks/{p.name}" for p in checks if read_header(p.read_text(encoding="utf-8")).requires != "cuda"]
     assert sorted(record.checked) == on_cpu
-    assert stale(record, lambda reads: changed_reads(runner, reads)) == {}
+    assert stale(record, lambda reads: changed_reads(reads, runner.root, runner.file_hash)) == {}
     assert record.clean, record.status()

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from _results import Fixed
 from numbook.core.lint import printed_digits
 from numbook.core.result import CheckResult
 from numbook.core.verify import PageContext, verify_page
@@ -23,8 +24,8 @@ RESULT = CheckResult("checks/demo.py", "ok", values={"masked": 3.62, "plain": 3.
 
 
 def faults(text: str) -> list[str]:
-    ctx = PageContext("docs/x.md", "demo.py", lambda name: RESULT, scan_numbers=True)
-    return [str(d) for d in verify_page(text, ctx).diagnostics]
+    ctx = PageContext("docs/x.md", "demo.py", scan_numbers=True)
+    return [str(d) for d in verify_page(text, ctx, Fixed(lambda name: RESULT)).diagnostics]
 
 
 def test_a_relation_sentence_without_a_sanity_is_reported_with_its_words() -> None:
@@ -45,8 +46,9 @@ def test_the_sanity_mark_shows_both_operands() -> None:
 
     from numbook.html.extension import NumbookExtension
 
-    ctx = PageContext("docs/x.md", "demo.py", lambda name: RESULT)
-    html = markdown.Markdown(extensions=[NumbookExtension(context=ctx)]).convert("Larger. [[sanity:masked_larger]]")
+    ctx = PageContext("docs/x.md", "demo.py")
+    ext = NumbookExtension(context=ctx, results=Fixed(lambda name: RESULT))
+    html = markdown.Markdown(extensions=[ext]).convert("Larger. [[sanity:masked_larger]]")
     assert 'data-left="3.62" data-right="3.08"' in html
     assert "held when checks/demo.py ran: masked &gt; plain (left = 3.62, right = 3.08)" in html
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from _project import project
+from _results import Fixed
 from numbook.core.verify import PageContext, RecordKind, verify_page
 from numbook.run.runner import CheckResult, Runner, Status, read_header
 
@@ -20,13 +21,13 @@ GONE = CheckResult("checks/gone.py", Status.MISSING)
 RESULTS = {"demo.py": DEMO, "other.py": OTHER, "gone.py": GONE}
 
 
-def ctx() -> PageContext:
-    return PageContext("problems/X.md", "demo.py", lambda name: RESULTS[name], check_line=4)
+def ctx() -> tuple[PageContext, Fixed]:
+    return PageContext("problems/X.md", "demo.py", check_line=4), Fixed(lambda name: RESULTS[name])
 
 
 def in_math(text: str) -> list[tuple[str, bool]]:
     """Each claim's name and whether the verifier took it for TeX math."""
-    return [(r.name, r.math) for r in verify_page(text, ctx()).records if r.kind == RecordKind.CLAIM]
+    return [(r.name, r.math) for r in verify_page(text, *ctx()).records if r.kind == RecordKind.CLAIM]
 
 
 @pytest.mark.parametrize(("text", "math"), [
@@ -48,13 +49,13 @@ def test_where_math_begins_and_ends(text: str, math: bool | None) -> None:
 
 
 def test_a_comma_grouped_number_inside_math_is_refused_with_its_tex_spelling() -> None:
-    assert [str(d) for d in verify_page("$N = [[65,536,000|numel]]$", ctx()).diagnostics] == [
+    assert [str(d) for d in verify_page("$N = [[65,536,000|numel]]$", *ctx()).diagnostics] == [
         "problems/X.md:1: claim '[[65,536,000|numel]]': inside math a comma is read as punctuation and renders "
         "as '65, 536, 000'; write 65{,}536{,}000"]
 
 
 def test_a_claim_bound_to_another_check_is_verified_against_that_check() -> None:
-    rep = verify_page("Width [[7.5|other:w]] and [[7.50|other.py:w]]; here [[262.1|fp32_mb]].", ctx())
+    rep = verify_page("Width [[7.5|other:w]] and [[7.50|other.py:w]]; here [[262.1|fp32_mb]].", *ctx())
     assert rep.diagnostics == []
     assert [(r.name, r.check, r.ok) for r in rep.records] == [("w", "checks/other.py", True),
                                                               ("w", "checks/other.py", True),
@@ -72,11 +73,11 @@ def test_a_claim_bound_to_another_check_is_verified_against_that_check() -> None
     ("Holds. [[sanity:other:fails]]", "problems/X.md:1: sanity 'fails' failed in checks/other.py: no"),
 ])
 def test_a_wrong_claim_on_another_check_names_that_check(text: str, message: str) -> None:
-    assert [str(d) for d in verify_page(text, ctx()).diagnostics] == [message]
+    assert [str(d) for d in verify_page(text, *ctx()).diagnostics] == [message]
 
 
 def test_a_sanity_marker_may_name_another_checks_assertion() -> None:
-    rep = verify_page("It holds. [[sanity:other:holds]]", ctx())
+    rep = verify_page("It holds. [[sanity:other:holds]]", *ctx())
     assert rep.diagnostics == [] and [(r.kind, r.check, r.ok) for r in rep.records] == [
         (RecordKind.SANITY, "checks/other.py", True)]
 
@@ -175,8 +176,8 @@ def test_a_check_that_produced_nothing_is_one_message_with_its_traceback(res: Ch
 
 def test_a_failed_check_is_one_error_at_its_check_line_however_many_claims_name_it() -> None:
     bad = CheckResult("checks/demo.py", Status.ERROR, stderr="ValueError: no\n")
-    context = PageContext("problems/X.md", "demo.py", lambda name: bad, check_line=4)
-    rep = verify_page("[[1|a]]\n[[2|b]]\n[[sanity:c]]\n[[figure:d]]", context)
+    context = PageContext("problems/X.md", "demo.py", check_line=4)
+    rep = verify_page("[[1|a]]\n[[2|b]]\n[[sanity:c]]\n[[figure:d]]", context, Fixed(lambda name: bad))
     assert [str(d).splitlines()[0] for d in rep.diagnostics] == [
         "problems/X.md:4: check 'checks/demo.py' raised: ValueError: no"]
     assert [r.kind for r in rep.records] == [RecordKind.UNVERIFIED] * 4
@@ -184,8 +185,8 @@ def test_a_failed_check_is_one_error_at_its_check_line_however_many_claims_name_
 
 def test_a_check_that_recorded_nothing_is_an_error_that_says_what_to_record() -> None:
     empty = CheckResult("checks/demo.py", "ok")
-    context = PageContext("problems/X.md", "demo.py", lambda name: empty, check_line=4)
-    assert [str(d) for d in verify_page("[[1|a]] and [[2|b]]", context).diagnostics] == [
+    context = PageContext("problems/X.md", "demo.py", check_line=4)
+    assert [str(d) for d in verify_page("[[1|a]] and [[2|b]]", context, Fixed(lambda name: empty)).diagnostics] == [
         "problems/X.md:4: check 'checks/demo.py' ran but recorded nothing: record what the page states with "
         "numbook.check.given(), value(), sanity() or figure()"]
 
@@ -215,9 +216,10 @@ def test_a_description_may_only_repeat_numbers_the_page_binds_or_marks_free(desc
                                                                              faults: list[str]) -> None:
     page = ("$N = [[65{,}536{,}000|numel]]$ elements, [[262.1|fp32_mb]] MB, [[3|free]] layers, "
             "[[12|free]] heads and a wrong width [[7.6|other:w]].")
-    context = PageContext("problems/X.md", "demo.py", lambda name: RESULTS[name], scan_numbers=True,
-                          description=description, description_line=5)
-    found = [d for d in verify_page(page, context).diagnostics if "description" in d.message]
+    context = PageContext("problems/X.md", "demo.py", scan_numbers=True, description=description,
+                          description_line=5)
+    found = [d for d in verify_page(page, context, Fixed(lambda name: RESULTS[name])).diagnostics
+             if "description" in d.message]
     assert [d.message.split("'")[1] for d in found] == faults
     if faults == ["[["]:
         assert found[0].message.startswith("the description holds a marker ('[['): it is published as written")
@@ -231,8 +233,8 @@ UNITS = CheckResult("checks/demo.py", "ok", values={
 
 
 def unit_faults(text: str) -> list[str]:
-    context = PageContext("problems/X.md", "demo.py", lambda name: UNITS, check_line=4)
-    return [str(d) for d in verify_page(text, context).diagnostics]
+    context = PageContext("problems/X.md", "demo.py", check_line=4)
+    return [str(d) for d in verify_page(text, context, Fixed(lambda name: UNITS)).diagnostics]
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -265,9 +267,9 @@ def test_the_right_unit_or_no_unit_word_passes(text: str) -> None:
 
 
 def scanned(text: str, **kw: object) -> list[str]:
-    context = PageContext("problems/X.md", "demo.py", lambda name: RESULTS[name], scan_numbers=True,
-                          **kw)  # type: ignore[arg-type]
-    return [str(d) for d in verify_page(text, context).diagnostics if "number" in d.message]
+    context = PageContext("problems/X.md", "demo.py", scan_numbers=True, **kw)  # type: ignore[arg-type]
+    return [str(d) for d in verify_page(text, context, Fixed(lambda name: RESULTS[name])).diagnostics
+            if "number" in d.message]
 
 
 @pytest.mark.parametrize(("text", "number"), [

@@ -9,6 +9,7 @@ import markdown
 import pytest
 from markdown.extensions.toc import TocExtension
 
+from _results import Fixed
 from numbook.core.verify import PageContext, verify_page
 from numbook.html.extension import NumbookExtension
 from numbook.run.runner import CheckResult
@@ -22,19 +23,20 @@ RESULT = CheckResult(
 )
 
 
-def ctx(problem: bool = False, result: CheckResult = RESULT, offset: int = 0) -> PageContext:
-    return PageContext("problems/X.md", "demo.py", lambda name: result, line_offset=offset, check_line=4,
-                       problem=problem, scan_numbers=problem)
+def ctx(problem: bool = False, result: CheckResult = RESULT, offset: int = 0) -> tuple[PageContext, Fixed]:
+    return (PageContext("problems/X.md", "demo.py", line_offset=offset, check_line=4, problem=problem,
+                        scan_numbers=problem), Fixed(lambda name: result))
 
 
-def render(text: str, context: PageContext, *extra: object) -> str:
-    md = markdown.Markdown(extensions=[NumbookExtension(context=context), "tables", "pymdownx.arithmatex", *extra],
+def render(text: str, page: tuple[PageContext, Fixed], *extra: object) -> str:
+    md = markdown.Markdown(extensions=[NumbookExtension(context=page[0], results=page[1]), "tables",
+                                       "pymdownx.arithmatex", *extra],
                            extension_configs={"pymdownx.arithmatex": {"generic": True}})
     return md.convert(text)
 
 
-def messages(text: str, context: PageContext) -> list[str]:
-    return [str(d) for d in verify_page(text, context).diagnostics]
+def messages(text: str, page: tuple[PageContext, Fixed]) -> list[str]:
+    return [str(d) for d in verify_page(text, *page).diagnostics]
 
 
 def test_claim_renders_as_the_plain_number_with_provenance() -> None:

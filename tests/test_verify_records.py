@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from _results import Fixed
 from numbook.core.result import FROZEN_HOW
 from numbook.core.verify import PageContext, RecordKind, display, unbound_numbers, verify_page
 from numbook.run.runner import CheckResult, Status
@@ -22,13 +23,14 @@ BROKEN = CheckResult("checks/broken.py", Status.ERROR, stderr="ValueError: no\n"
 RESULTS = {"demo.py": DEMO, "other.py": OTHER, "broken.py": BROKEN}
 
 
-def ctx(check: str | None = "demo.py", results: dict[str, CheckResult] = RESULTS, scan: bool = False) -> PageContext:
-    return PageContext("problems/X.md", check, lambda name: results[name], check_line=4, problem=scan,
-                       scan_numbers=scan)
+def ctx(check: str | None = "demo.py", results: dict[str, CheckResult] = RESULTS, scan: bool = False
+        ) -> tuple[PageContext, Fixed]:
+    return (PageContext("problems/X.md", check, check_line=4, problem=scan, scan_numbers=scan),
+            Fixed(lambda name: results[name]))
 
 
-def errors(text: str, context: PageContext | None = None) -> list[str]:
-    return [str(d) for d in verify_page(text, context or ctx()).diagnostics]
+def errors(text: str, context: tuple[PageContext, Fixed] | None = None) -> list[str]:
+    return [str(d) for d in verify_page(text, *(context or ctx())).diagnostics]
 
 
 @pytest.mark.parametrize(("lit", "math", "shown"), [
@@ -51,20 +53,20 @@ def test_a_literal_is_shown_as_tex_in_math_and_as_text_in_prose(lit: str, math: 
 ])
 def test_a_marker_that_could_not_be_verified_is_recorded_as_unverified_and_not_ok(text: str, line: int) -> None:
     results = {**RESULTS, "gone_check.py": CheckResult("checks/gone_check.py", Status.MISSING)}
-    rep = verify_page(text, ctx(results=results))
+    rep = verify_page(text, *ctx(results=results))
     assert [(r.kind, r.ok, r.line) for r in rep.records] == [(RecordKind.UNVERIFIED, False, line)]
     assert len(rep.diagnostics) == 1 and rep.diagnostics[0].line == line
 
 
 def test_a_claim_on_a_page_with_no_check_is_unverified_with_its_own_line() -> None:
-    rep = verify_page("\n[[3|n]]", ctx(check=None))
+    rep = verify_page("\n[[3|n]]", *ctx(check=None))
     assert [str(d) for d in rep.diagnostics] == [
         "problems/X.md:2: claim 'n' on a page with no check: add 'check:' to the front matter"]
     assert [(r.kind, r.ok) for r in rep.records] == [(RecordKind.UNVERIFIED, False)]
 
 
 def test_a_verified_claim_records_value_rule_unit_source_and_provenance() -> None:
-    rec = verify_page("[[262.1|fp32_mb]] MB and [[8,192|ctx]] tokens", ctx()).records
+    rec = verify_page("[[262.1|fp32_mb]] MB and [[8,192|ctx]] tokens", *ctx()).records
     first, second = rec
     assert (first.kind, first.name, first.check, first.value, first.ok, first.test, first.unit, first.source_line,
             first.device, first.ran_at, first.how, first.source, first.shown) == (
@@ -79,19 +81,19 @@ def test_a_verified_claim_records_value_rule_unit_source_and_provenance() -> Non
 ])
 def test_a_claim_says_how_its_value_came_to_this_build(cached: bool, frozen: bool, how: str) -> None:
     res = CheckResult("checks/demo.py", "ok", values={"x": 1.5}, cached=cached, frozen=frozen)
-    rec = verify_page("[[1.5|x]]", ctx(results={"demo.py": res})).records[0]
+    rec = verify_page("[[1.5|x]]", *ctx(results={"demo.py": res})).records[0]
     assert rec.how == how
 
 
 def test_a_sanity_marker_records_its_verdict_message_line_and_operands_and_counts_as_a_claim() -> None:
-    rep = verify_page("Half. [[sanity:half]]", ctx())
+    rep = verify_page("Half. [[sanity:half]]", *ctx())
     assert [(r.kind, r.name, r.check, r.ok, r.message, r.source_line, r.operands) for r in rep.records] == [
         (RecordKind.SANITY, "half", "checks/demo.py", True, "half of it", 9, (1.0, 2.0))]
     assert rep.claims == {"checks/demo.py": 1}
 
 
 def test_a_sanity_that_failed_or_recorded_no_verdict_is_an_error_and_not_ok() -> None:
-    rep = verify_page("A. [[sanity:bare]]\nB. [[sanity:noflag]]", ctx())
+    rep = verify_page("A. [[sanity:bare]]\nB. [[sanity:noflag]]", *ctx())
     assert [str(d) for d in rep.diagnostics] == [
         "problems/X.md:1: sanity 'bare' failed in checks/demo.py",
         "problems/X.md:2: sanity 'noflag' failed in checks/demo.py: no verdict recorded"]
@@ -112,7 +114,7 @@ def test_a_marker_naming_nothing_lists_what_there_is_or_says_none() -> None:
 
 
 def test_a_reasoned_allowance_renders_as_nothing_and_is_no_claim() -> None:
-    rep = verify_page("The 2 here is structural [[relation:none|a count of sides, not a result]].", ctx())
+    rep = verify_page("The 2 here is structural [[relation:none|a count of sides, not a result]].", *ctx())
     assert [(r.kind, r.ok) for r in rep.records] == [(RecordKind.FREE, True)] and rep.claims == {}
 
 
@@ -180,9 +182,9 @@ def test_a_number_right_after_a_claim_is_still_a_number_of_the_prose() -> None:
 
 
 def _page(offset: int = 0, first_line: int | None = None, check: str | None = "demo.py",
-          results: dict[str, CheckResult] = RESULTS) -> PageContext:
-    return PageContext("problems/X.md", check, lambda name: results[name], line_offset=offset, first_line=first_line,
-                       check_line=4, problem=True, scan_numbers=True)
+          results: dict[str, CheckResult] = RESULTS) -> tuple[PageContext, Fixed]:
+    return (PageContext("problems/X.md", check, line_offset=offset, first_line=first_line, check_line=4, problem=True,
+                        scan_numbers=True), Fixed(lambda name: results[name]))
 
 
 LONG = ("The step reads the whole cache of every sequence in the batch at every token, so each step is larger "
@@ -190,7 +192,7 @@ LONG = ("The step reads the whole cache of every sequence in the batch at every 
 
 
 def test_a_relation_sentence_is_named_at_its_line_shortened_past_ninety_characters() -> None:
-    found = [str(d) for d in verify_page("## Statement\n\n" + LONG + "\n", _page(offset=10)).diagnostics
+    found = [str(d) for d in verify_page("## Statement\n\n" + LONG + "\n", *_page(offset=10)).diagnostics
              if "relation" in str(d)]
     assert len(found) == 1 and found[0].startswith("problems/X.md:13: relation sentence with no sanity (")
     assert "relation sentence with no sanity (larger, slower): '" in found[0]
@@ -202,38 +204,38 @@ def test_a_relation_sentence_of_ninety_characters_is_quoted_whole() -> None:
     text = "It is larger than the weights, so the step is slower [[262.1|fp32_mb]]."
     sentence = text.replace("It is", "It is " + "x" * (90 - len(text) - 3) + " y")   # exactly 90 characters
     assert len(sentence) == 90
-    found = [str(d) for d in verify_page("## Statement\n\n" + sentence + "\n", _page()).diagnostics
+    found = [str(d) for d in verify_page("## Statement\n\n" + sentence + "\n", *_page()).diagnostics
              if "relation" in str(d)]
     assert f"'{sentence}': back it" in found[0]
     longer = sentence.replace(" y", " yz")
-    found = [str(d) for d in verify_page("## Statement\n\n" + longer + "\n", _page()).diagnostics
+    found = [str(d) for d in verify_page("## Statement\n\n" + longer + "\n", *_page()).diagnostics
              if "relation" in str(d)]
     assert f"'{longer[:87]}…': back it" in found[0]
 
 
 def test_section_and_given_faults_are_placed_on_the_pages_own_lines() -> None:
-    no_given = [str(d) for d in verify_page("## Statement\n\nText.\n", _page(offset=5)).diagnostics]
+    no_given = [str(d) for d in verify_page("## Statement\n\nText.\n", *_page(offset=5)).diagnostics]
     assert "problems/X.md:6: input 'B' of checks/demo.py is not stated in Given: write it as [[4|B]]" in no_given
     assert "problems/X.md:6: missing section '## Given'" in no_given
-    at_first = [str(d) for d in verify_page("## Statement\n\nText.\n", _page(offset=5, first_line=2)).diagnostics]
+    at_first = [str(d) for d in verify_page("## Statement\n\nText.\n", *_page(offset=5, first_line=2)).diagnostics]
     assert "problems/X.md:2: missing section '## Given'" in at_first
     given = [str(d) for d in verify_page("## Statement\n\nText.\n\n## Given\n\nNothing yet.\n",
-                                         _page(offset=5)).diagnostics]
+                                         *_page(offset=5)).diagnostics]
     assert "problems/X.md:10: input 'B' of checks/demo.py is not stated in Given: write it as [[4|B]]" in given
 
 
 def test_a_problem_page_with_no_check_or_a_failed_one_asks_for_no_inputs() -> None:
-    assert not [d for d in verify_page("## Given\n\nNone.\n", _page(check=None)).diagnostics if "input" in str(d)]
+    assert not [d for d in verify_page("## Given\n\nNone.\n", *_page(check=None)).diagnostics if "input" in str(d)]
     failed = CheckResult("checks/demo.py", Status.ERROR, inputs={"B": 4}, stderr="ValueError: late\n")
-    assert not [d for d in verify_page("## Given\n\nNone.\n", _page(results={"demo.py": failed})).diagnostics
+    assert not [d for d in verify_page("## Given\n\nNone.\n", *_page(results={"demo.py": failed})).diagnostics
                 if "input" in str(d)]
 
 
 def test_the_sanity_sentence_rule_holds_on_problem_pages_only() -> None:
     page = "## Check — sanity\n\nThe loss is positive.\n"
-    found = " ".join(str(d) for d in verify_page(page, _page()).diagnostics)
+    found = " ".join(str(d) for d in verify_page(page, *_page()).diagnostics)
     assert "problems/X.md:3: sanity sentence with no executed assertion" in found
-    assert not [d for d in verify_page(page, ctx()).diagnostics if "sanity sentence" in str(d)]
+    assert not [d for d in verify_page(page, *ctx()).diagnostics if "sanity sentence" in str(d)]
 
 
 def test_a_check_that_records_only_assertions_says_it_records_nothing_a_claim_can_name() -> None:
@@ -252,7 +254,7 @@ def test_another_check_that_recorded_nothing_is_reported_at_the_claim() -> None:
 def test_markers_on_a_failed_check_are_unverified_and_another_checks_failure_sits_at_the_marker() -> None:
     failed = CheckResult("checks/demo.py", Status.ERROR, stderr="KeyError: k\n")
     rep = verify_page("[[sanity:x]]\n[[figure:f]]\n[[1|z]]\n\n[[sanity:broken:y]]",
-                      ctx(results={**RESULTS, "demo.py": failed}))
+                      *ctx(results={**RESULTS, "demo.py": failed}))
     assert [(r.kind, r.ok) for r in rep.records] == [(RecordKind.UNVERIFIED, False)] * 4
     assert [str(d).splitlines()[0] for d in rep.diagnostics] == [   # one fault per failed check
         "problems/X.md:4: check 'checks/demo.py' raised: KeyError: k",       # at the page's check: line
@@ -261,7 +263,7 @@ def test_markers_on_a_failed_check_are_unverified_and_another_checks_failure_sit
 
 def test_a_sanity_entry_without_a_message_has_none_in_its_record_or_its_fault() -> None:
     res = CheckResult("checks/demo.py", "ok", sanity={"quiet": {"ok": False}, "fine": {"ok": True}})
-    rep = verify_page("A. [[sanity:quiet]] B. [[sanity:fine]]", ctx(results={"demo.py": res}))
+    rep = verify_page("A. [[sanity:quiet]] B. [[sanity:fine]]", *ctx(results={"demo.py": res}))
     assert [str(d) for d in rep.diagnostics] == ["problems/X.md:1: sanity 'quiet' failed in checks/demo.py"]
     assert [(r.ok, r.message) for r in rep.records] == [(False, ""), (True, "")]
 
@@ -269,7 +271,7 @@ def test_a_sanity_entry_without_a_message_has_none_in_its_record_or_its_fault() 
 def test_a_figure_names_the_figures_its_check_draws_and_records_its_provenance() -> None:
     res = CheckResult("checks/demo.py", "ok", cached=True, device="cpu: x",
                       figures={"a": {"caption": "A.", "svg": "<svg/>"}, "b": {"caption": "B.", "svg": "<svg/>"}})
-    rep = verify_page("[[figure:a]]\n[[figure:c]]", ctx(results={"demo.py": res}))
+    rep = verify_page("[[figure:a]]\n[[figure:c]]", *ctx(results={"demo.py": res}))
     assert [str(d) for d in rep.diagnostics] == [
         "problems/X.md:2: figure 'c' is not drawn by checks/demo.py (it draws: a, b)"]
     first = rep.records[0]

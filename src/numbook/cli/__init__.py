@@ -6,12 +6,12 @@
     numbook new ID "Title" [--root DIR]
     numbook freeze [--root DIR] [--jobs N]
 
-It reads the book's layout from mkdocs.yml (through MkDocs, see ``numbook.mkdocs.config``), prints one
-line per fault (``path:line: message``) and a table of the checks, and exits non-zero when
-anything is wrong. ``run`` runs one check alone and shows what it recorded; ``lint`` checks the
-book's structure without running a check (``verify`` includes it); ``new`` scaffolds a problem
-page and its check; ``freeze`` runs every GPU check on this machine's GPU and writes its frozen
-result.
+It reads the book's layout from mkdocs.yml (through MkDocs, see ``numbook.mkdocs.config``), verifies
+the pages with the build's own pass (``numbook.core.bookpass``), prints one line per fault
+(``path:line: message``) and a table of the checks, and exits non-zero when anything is wrong.
+``run`` runs one check alone and shows what it recorded; ``lint`` checks the book's structure
+without running a check (``verify`` includes it); ``new`` scaffolds a problem page and its check;
+``freeze`` runs every GPU check on this machine's GPU and writes its frozen result.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,19 +29,18 @@ from typing import Any
 import numbook.run.standalone as standalone
 from numbook.cli.scaffold import ScaffoldError, scaffold
 from numbook.core.book import Book
+from numbook.core.bookpass import BuildResults, verify_book
 from numbook.core.diagnostics import Diagnostic
 from numbook.core.ledger import diff, format_diff, read_ledger
 from numbook.core.lint import label_faults, lint_book, orphan_faults, structure_faults
-from numbook.core.page import read_fields
-from numbook.core.quizzes import quiz_faults
 from numbook.core.result import Source
-from numbook.core.verify import PageContext, RecordKind, failure_message, verify_page
+from numbook.core.verify import PageReport, RecordKind, Results, failure_message
 from numbook.mkdocs.config import ConfigError, Layout, load_layout
-from numbook.run.frozen import FreezeError, freeze_checks
+from numbook.run.freeze import FreezeError, freeze_checks
 from numbook.run.perturb import format_report, load_report, merge, perturb, report_path, save_report
 from numbook.run.runner import CACHED_ONLY_ENV, CheckResult, Progress, Runner, shard
 
-__all__ = ["main", "verify_book", "load_layout", "lint", "run_check", "freeze_book", "progress_line"]
+__all__ = ["main", "check_book", "load_layout", "lint", "run_check", "freeze_book", "progress_line"]
 
 
 def _runner(root: Path, layout: Layout, *, cache: bool = True, jobs: int = 0) -> Runner:
@@ -60,67 +58,44 @@ class BookReport:
     runner: Runner
     bound: dict[str, set[str]] = field(default_factory=dict)          # check -> value names the pages bind
     free: dict[str, int] = field(default_factory=dict)                # page -> numbers marked free
-
-
-def verify_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progress | None = None
-                ) -> tuple[list[Diagnostic], dict[str, CheckResult], dict[str, int], Runner]:
-    """Run every check of the book once and verify every page: (faults, results, claims per check, runner)."""
-    rep = check_book(root, cache=cache, jobs=jobs, progress=progress)
-    return rep.diagnostics, rep.results, rep.claims, rep.runner
+    reports: dict[str, PageReport] = field(default_factory=dict)      # site path -> the page's report
 
 
 def check_book(root: Path, *, cache: bool = True, jobs: int = 0, progress: Progress | None = None,
                only: list[str] | None = None) -> BookReport:
-    """Run every check of the book once (or only those of a shard) and verify every page."""
+    """Run every check of the book once (or only those of a shard) and verify every page, by the build's pass."""
     layout = load_layout(root)
     runner = _runner(root, layout, cache=cache, jobs=jobs)
     book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
-    results = runner.run_many(book.checks() if only is None else only, progress=progress)
+    results = BuildResults(runner, runner.run_many(book.checks() if only is None else only, progress=progress))
     diags = structure_faults(book, layout.problems_dir)   # the build's order: structure, pages, unused checks
+    reports = verify_book(book, results)   # pages without a check too: a claim there is an error
     claims: dict[str, int] = {}
     bound: dict[str, set[str]] = {}
     free: dict[str, int] = {}
-
-    def result(name: str) -> CheckResult:
-        if name not in results:
-            results[name] = runner.result(name)
-        return results[name]
-
-    for entry in book.entries.values():  # pages without a check too: a claim there is an error
-        if entry.failed:
-            continue  # its front matter failed: that one fault, not one per claim below it
-        ctx = PageContext(entry.path, entry.check, result, line_offset=entry.offset, root=root,
-                          first_line=entry.offset + 1, check_line=entry.lines.get("check", 1),
-                          problem=entry.problem, scan_numbers=entry.scan_numbers,
-                          description=entry.description, description_line=entry.lines.get("description", 1),
-                          fields=read_fields(entry.meta, entry.lines),
-                          last_line=entry.offset + len(entry.body.split("\n")))
-        rep = verify_page(entry.body, ctx)
+    for rep in reports.values():
         diags += rep.diagnostics
-        # the quick checks' key rules, read from the Markdown as the build's components read them
-        diags += [Diagnostic(entry.path, entry.offset + line, msg)
-                  for line, msg in quiz_faults(entry.body, rep.records)]
         for check, n in rep.claims.items():
             claims[check] = claims.get(check, 0) + n
         for rec in rep.records:
             if rec.kind == RecordKind.CLAIM:
                 bound.setdefault(rec.check, set()).add(rec.name)
             elif rec.kind == RecordKind.FREE and rec.shown:
-                free[entry.path] = free.get(entry.path, 0) + 1
+                free[rep.context.path] = free.get(rep.context.path, 0) + 1
     diags += orphan_faults(book, runner.checks_dir) + label_faults(book, runner.checks_dir)
     if layout.run_yourself and layout.execute and only is None:
-        diags += _notebook_faults(book, runner, result)
-    return BookReport(list(dict.fromkeys(diags)), results, claims, runner, bound, free)
+        diags += _notebook_faults(book, runner, results)
+    return BookReport(list(dict.fromkeys(diags)), results.by_name, claims, runner, bound, free, reports)
 
 
-def _notebook_faults(book: Book, runner: Runner, result: Callable[[str], CheckResult]) -> list[Diagnostic]:
+def _notebook_faults(book: Book, runner: Runner, results: Results) -> list[Diagnostic]:
     """The build's run-it-yourself step without its HTML: each problem's notebook runs in its check's sandbox (or
     comes from the cache the build shares) and must print what its check printed; the files go to a folder that
     is thrown away."""
     jobs = []
     with tempfile.TemporaryDirectory(prefix="numbook-offer-") as tmp:
         for entry in sorted(book.problems.values(), key=lambda e: e.path):
-            res = result(entry.check) if entry.check else None
+            res = results.result(entry.check) if entry.check else None
             if res is None or not res.ok or res.source is Source.FROZEN:
                 continue   # a failed check is already a fault; a GPU check cannot run on a reader's CPU
             jobs.append(standalone.Job(entry.path, entry.lines.get("check", 1), entry.pmeta.id, entry.pmeta.title,

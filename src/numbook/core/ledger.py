@@ -1,7 +1,9 @@
 """A ledger of every published number: ``numbers.json`` beside the site, and the diff of two ledgers.
 
 Every build writes one entry per claim it published: the page and line, the number as written,
-the value the check computed, the check, the device, the library versions and the build date.
+the value the check computed, the check, the device, the library versions and the build date. The
+entries are read from the reports of the book's verification pass (``numbook.core.bookpass``): a
+claim's record and the result of its check the page read.
 ``numbook diff OLD NEW`` lists the printed numbers that changed between two ledgers (a pull
 request against main, a library upgrade), grouped by page; with ``--fail-on-change`` it exits
 non-zero when any did.
@@ -11,14 +13,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from numbook.core.claims import format_value
-from numbook.core.result import CheckResult
-from numbook.core.verify import Record, RecordKind
+from numbook.core.verify import PageReport, RecordKind
 
 __all__ = ["Entry", "build_ledger", "write_ledger", "read_ledger", "diff", "format_diff", "LEDGER_FORMAT"]
 
@@ -44,16 +45,17 @@ class Entry:
         return self.page, self.check, self.name
 
 
-def build_ledger(records: dict[str, list[Record]], result: Callable[[str], CheckResult]) -> list[Entry]:
+def build_ledger(reports: Iterable[PageReport]) -> list[Entry]:
     """One entry per claim of every page, in page and line order."""
     out: list[Entry] = []
-    for page in sorted(records):
-        for rec in sorted(records[page], key=lambda r: (r.line, r.start)):
+    for report in sorted(reports, key=lambda r: r.context.path):
+        read = {res.check: res for res in report.read.values()}   # a claim's record names its check
+        for rec in sorted(report.records, key=lambda r: (r.line, r.start)):
             if rec.kind != RecordKind.CLAIM:
                 continue
-            res = result(rec.check)
-            out.append(Entry(page, rec.line, rec.name, rec.shown, format_value(rec.value), rec.check, rec.device,
-                             dict(res.versions), rec.ran_at, rec.ok, res.measured.get(rec.name, "")))
+            res = read[rec.check]
+            out.append(Entry(report.context.path, rec.line, rec.name, rec.shown, format_value(rec.value), rec.check,
+                             rec.device, dict(res.versions), rec.ran_at, rec.ok, res.measured.get(rec.name, "")))
     return out
 
 

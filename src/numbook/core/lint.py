@@ -21,12 +21,10 @@ from numbook.core.diagnostics import Diagnostic
 from numbook.core.page import split_front_matter
 from numbook.core.result import read_header
 from numbook.core.structure import check_file_name, code_spans, h2, walk
-from numbook.core.verify import CLAIM, display, section_faults, unbound_numbers
+from numbook.core.verify import CHECK_FENCE, CLAIM, display, section_faults, unbound_numbers
 
 __all__ = ["lint_book", "label_faults", "printed_digits", "structure_faults", "orphan_faults", "used_checks",
            "section_diagnostics"]
-
-_CHECK_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*check\b[^\n]*?\bpath=\"([^\"]+)\"")
 
 
 def used_checks(entry: Entry) -> set[str]:
@@ -40,7 +38,7 @@ def _used_checks(check: str | None, body: str) -> frozenset[str]:
     used = {check} if check else set()
     for ln in walk(body):
         if ln.code:
-            cf = _CHECK_FENCE.match(ln.text)
+            cf = CHECK_FENCE.match(ln.text)
             if cf:
                 used.add(cf.group(1))
             continue

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 __all__ = ["Status", "CheckResult", "CheckHeader", "read_header", "parse_memory", "format_bytes",
@@ -174,6 +174,19 @@ class CheckResult:
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field as JSON data: what the result cache stores (numbook.run.cache) and a bundle carries."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> CheckResult:
+        """The result :meth:`to_dict` wrote; keys that name no field are left out (the cache adds its format).
+        TypeError or ValueError where ``data`` is no such result."""
+        if not isinstance(data, dict):
+            raise TypeError(f"a result is a JSON object, not {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
 
     @property
     def ok(self) -> bool:

@@ -1,25 +1,28 @@
 """Verify a page: bind each claim to its check's value and test it. Nothing here writes HTML.
 
-This is the one claim processor of the book. The Markdown extension calls it on the raw
-page text (before any other preprocessor, so line numbers are the file's own) and renders
-the records it returns (``numbook.html.render``); the author CLI calls it and prints the
-diagnostics. A page is verified into:
+This is the one claim processor of the book. The book's verification pass
+(``numbook.core.bookpass``) calls it once per page, for ``numbook verify`` and for the build;
+the Markdown extension renders the records (``numbook.html.render``) and verifies a text itself
+only when it converts one outside that pass. A page is verified into a :class:`PageReport`:
 
 - **records**, one per ``[[…]]`` marker: what it is (a claim, a free number, a sanity marker,
   a figure), where it stands (row and columns in the page text, the file's line), what the
   reader sees, and for a claim the value, the check, the test and the run's provenance;
-- **diagnostics**, one per fault, each with ``path:line``.
+- **diagnostics**, one per fault, each with ``path:line``;
+- the **results it read**, by the name the page gives each check: what the page depends on.
+
+The results come from a :class:`Results`, passed in: the runner is one (``numbook.run.runner.Runner``),
+so is the build's table of results (``numbook.core.bookpass.BuildResults``) and a test's fixed table.
 """
 
 from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from numbook.core.claims import DTYPE_DIGITS, ClaimLiteral, LiteralError, format_value, parse_literal, parse_tolerance
 from numbook.core.diagnostics import Diagnostic
@@ -38,14 +41,16 @@ from numbook.core.structure import (
 )
 from numbook.core.units import PERCENT, UNIT_WORDS, Unit, name_unit, parse_unit, unit_after
 
-__all__ = ["PageContext", "PageReport", "Record", "RecordKind", "verify_page", "CLAIM", "failure_message",
-           "description_faults", "section_faults", "unbound_numbers"]
+__all__ = ["PageContext", "PageReport", "Record", "RecordKind", "Results", "verify_page", "CLAIM", "CHECK_FENCE",
+           "failure_message", "description_faults", "section_faults", "unbound_numbers"]
 
 CLAIM = re.compile(
     r"\[\[(?:sanity:(?:(?P<scheck>[A-Za-z_][\w./-]*):)?(?P<sanity>[A-Za-z_]\w*)|figure:(?P<figure>[A-Za-z_]\w*)|relation:none\|(?P<why>[^\]]+)"
     r"|(?P<lit>[^\]|]+(?:\][^\]|]*)?)\|(?P<ref>[^\]]+))\]\]"
 )
 FREE = "free"
+CHECK_FENCE = re.compile(r"^\s*(?:`{3,}|~{3,})\s*check\b[^\n]*?\bpath=\"([^\"]+)\"")
+"""The opening line of a ```` ```check path="other.py" ```` fence: it shows another check than the page's."""
 _GLUED_AFTER = re.compile(r"\d|[.,]\d|\{,\}\d|\\?%")
 _GLUED_BEFORE = re.compile(r"(?:\d\{,\}|\d[.,]|\d|(?:^|[\s(\[=$])[-+−])$")
 _ORDERED = SECTIONS[:6]  # Statement, Given, Find, Strategy, Solution, Answer
@@ -125,13 +130,22 @@ class Record:
     svg: str = ""
 
 
-@dataclass
+class Results(Protocol):
+    """The results of a build's checks, by the name a page gives a check (``x.py``, relative to checks/).
+
+    Asked twice for one name, it answers with the same result: a check runs once per build."""
+
+    def result(self, check: str, /) -> CheckResult:
+        """The check's result: run for this build, or read from the cache."""
+        ...
+
+
+@dataclass(frozen=True)
 class PageContext:
-    """What the verifier needs to know about the page it is verifying."""
+    """What the verifier needs to know about the page it is verifying: data about the page, no results."""
 
     path: str                                   # shown in messages, e.g. problems/I.4.B07.md
     check: str | None                           # the page's check, relative to checks/
-    results: Callable[[str], CheckResult]       # check name -> result (runs or reads cache)
     line_offset: int = 0                        # lines of the file before the verified text
     check_line: int = 1                         # line of 'check:' in the front matter
     first_line: int | None = None               # the file's line of the body's first line (section faults)
@@ -148,10 +162,32 @@ class PageContext:
 
 @dataclass
 class PageReport:
+    """A page verified: the text and the context it was verified with, and what that found."""
+
     text: str
+    context: PageContext
     records: list[Record] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     claims: dict[str, int] = field(default_factory=dict)   # check -> claims verified on this page
+    read: dict[str, CheckResult] = field(default_factory=dict)   # check, as the page names it -> the result read
+
+    @property
+    def checks(self) -> frozenset[str]:
+        """The checks whose results this page read (``checks/x.py``): a new result of one changes the page."""
+        return frozenset(res.check for res in self.read.values())
+
+
+class _Read:
+    """A page's reading of the results: each check asked once, and every result it read kept (PageReport.read)."""
+
+    def __init__(self, results: Results) -> None:
+        self.results = results
+        self.read: dict[str, CheckResult] = {}
+
+    def result(self, check: str, /) -> CheckResult:
+        if check not in self.read:
+            self.read[check] = self.results.result(check)
+        return self.read[check]
 
 
 def failure_message(res: CheckResult, name: str, by_claim: bool = False) -> tuple[str, str]:
@@ -248,8 +284,9 @@ def _provenance(res: CheckResult) -> dict[str, Any]:
 
 
 class _Verifier:
-    def __init__(self, ctx: PageContext) -> None:
+    def __init__(self, ctx: PageContext, results: _Read) -> None:
         self.ctx = ctx
+        self.results = results
         self.diags: list[Diagnostic] = []
         self.records: list[Record] = []
         self.claims: dict[str, int] = {}
@@ -262,7 +299,7 @@ class _Verifier:
     def result_for(self, name: str | None, line: int) -> CheckResult | None:
         if not name:
             return None
-        res = self.ctx.results(name)
+        res = self.results.result(name)
         if name in self.failed_checks:
             return None
         if not res.ok:
@@ -546,9 +583,10 @@ def description_faults(ctx: PageContext, records: list[Record]) -> list[Diagnost
     return out
 
 
-def verify_page(text: str, ctx: PageContext) -> PageReport:
+def verify_page(text: str, ctx: PageContext, results: Results) -> PageReport:
     """Verify every marker of a page body (front matter already removed) into records and diagnostics."""
-    v = _Verifier(ctx)
+    read = _Read(results)
+    v = _Verifier(ctx, read)
     section, given_line = "", 0
     math_state = ""
     sanity_block: list[tuple[int, str]] = []
@@ -598,7 +636,7 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
             v.unbound(prose, lineno, section, ranges, ln.index in ordinals)
     close_sanity_block()
 
-    v.diags += sentence_faults(text, ctx.path, ctx.line_offset, ctx.check, ctx.results)
+    v.diags += sentence_faults(text, ctx.path, ctx.line_offset, ctx.check, read.result)
     if ctx.scan_numbers:
         for rel in relation_sentences(text):
             backed, wrong = compared(rel, v.bound)
@@ -617,11 +655,11 @@ def verify_page(text: str, ctx: PageContext) -> PageReport:
 
     if ctx.problem:
         v.diags += section_faults(ctx.path, seen_sections, ctx.first_line or 1 + ctx.line_offset)
-        res = ctx.results(ctx.check) if ctx.check else None
+        res = read.result(ctx.check) if ctx.check else None
         if res is not None and res.ok and ctx.check not in v.failed_checks:
             for name in res.inputs:
                 if name not in v.given_claimed:
                     v.error(given_line or 1 + ctx.line_offset,
                             f"input '{name}' of {res.check} is not stated in Given: "
                             f"write it as [[{format_value(res.inputs[name])}|{name}]]")
-    return PageReport(text, v.records, v.diags, v.claims)
+    return PageReport(text, ctx, v.records, v.diags, v.claims, read.read)

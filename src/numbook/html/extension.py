@@ -8,14 +8,19 @@
                format: !!python/name:numbook.html.extension.check_formatter}
 
 The MkDocs plugin adds the ``check`` fence itself and hands the extension a ``session``
-(``numbook.html.session``) holding each page's context. Without the plugin, the extension's
-own config names the page, its check and the project root, or a ``context`` object is
-passed directly.
+(``numbook.html.session``): before each conversion, the page with its context, its report from
+the book's verification pass (``numbook.core.bookpass``) and its frame. Without the plugin, the
+extension's own config names the page, its check and the project root, or a ``context`` object
+(and its ``results``) is passed directly.
 
-The flow is one way: the claim preprocessor calls the verifier (``numbook.core.verify``), which
-returns records and diagnostics; the diagnostics go to the session's reporter, and the
-records are rendered (``numbook.html.render``) as stashed elements, so later stages (the quiz key
-rule in ``numbook.html.components.keys``) read records, never HTML.
+The flow is one way. The claim preprocessor renders the records of the page's report
+(``numbook.html.render``) as stashed elements, so later stages (the quiz key rule in
+``numbook.html.components.keys``) read records, never HTML. It verifies the text itself
+(``numbook.core.bookpass.check_page``) only where no report is for the text it is given: outside
+MkDocs, or where a plugin after numbook changed the page's Markdown. The frame (a problem's H1, its
+conventions, Draws on and Used by) and the legend go into the page's tree as elements
+(``numbook.html.frame``), and a check fence is the HTML its formatter returns: nothing here reads back
+HTML it wrote.
 """
 
 from __future__ import annotations
@@ -33,41 +38,49 @@ from markdown.preprocessors import Preprocessor
 from markdown.treeprocessors import Treeprocessor
 from markdown_exec import base_format
 
-from numbook.core.diagnostics import Diagnostic
+from numbook.core.bookpass import check_page
+from numbook.core.diagnostics import Diagnostic, log
 from numbook.core.result import DEFAULT_CACHE_DIR, Source
-from numbook.core.verify import PageContext, PageReport, Record, RecordKind, failure_message, verify_page
+from numbook.core.verify import PageContext, Record, RecordKind, Results, failure_message
+from numbook.html.frame import put_frame, put_legend
 from numbook.html.render import claim_index, element, rewrite, tex, to_html
-from numbook.html.session import Session
+from numbook.html.session import Session, SessionPage
 from numbook.run.runner import CheckResult, Runner
 
 __all__ = ["NumbookExtension", "check_formatter", "check_validator", "makeExtension", "extension_of", "report"]
 
 
 class ClaimPreprocessor(Preprocessor):
-    """Verifies the claims on the raw lines of the page, then renders the records."""
+    """Renders the records of the page's report on the lines of the page (verifying them first where no
+    report is for these lines)."""
 
     def __init__(self, md: Markdown, ext: NumbookExtension) -> None:
         super().__init__(md)
         self.ext = ext
 
     def run(self, lines: list[str]) -> list[str]:
-        ctx = self.ext.context(self.md)
-        if ctx is None or getattr(self.md, "_original_md", None) is not None:
-            return lines  # no page, or markdown-exec's inner conversion of already rendered text
-        rep = verify_page("\n".join(lines), ctx)
-        self.ext.session.reporter.report(rep.diagnostics)
-        self.ext.session.records[ctx.path] = rep.records
-        self.ext.session.claims[ctx.path] = rep.claims
-        self.ext.last_report = rep
+        if getattr(self.md, "_original_md", None) is not None:
+            return lines  # markdown-exec's inner conversion of already rendered text
+        self.ext.claim_index = None
+        page = self.ext.page()
+        if page is None or not page.verify:
+            return lines
+        text = "\n".join(lines)
+        rep = page.report
+        if rep is None or rep.text != text:
+            if rep is not None:
+                log.debug(f"numbook: {page.context.path} changed after the book's pass: verified as converted")
+            rep = check_page(text, page.context, self.ext.results())
+            self.ext.session.reporter.report(rep.diagnostics)
         self.math: list[tuple[str, Record]] = []
         out = rewrite(rep.text, rep.records, self.emit)
         if any(rec.kind == RecordKind.CLAIM for _, rec in self.math):
-            out = out.rstrip("\n") + "\n\n" + self.md.htmlStash.store(claim_index(self.math)) + "\n\n"
+            self.ext.claim_index = self.md.htmlStash.store(claim_index(self.math))
         return out.split("\n")
 
     def emit(self, rec: Record) -> str:
         if rec.math:
-            ident = f"nb-mc-{rec.row + 1}-{rec.start}"   # unique on the page: its line and column
+            ident = f"nb-mc-{rec.line}-{rec.start}"   # unique on the page: its line in the file and its column
             self.math.append((ident, rec))
             return tex(rec, ident if rec.kind == RecordKind.CLAIM else "")
         el = element(rec)
@@ -89,8 +102,8 @@ class RevealTreeprocessor(Treeprocessor):
         self.ext = ext
 
     def run(self, root: etree.Element) -> None:
-        ctx = self.ext.context(self.md)
-        if ctx is None or not ctx.problem or getattr(self.md, "_original_md", None) is not None:
+        page = self.ext.page()
+        if page is None or not page.context.problem or getattr(self.md, "_original_md", None) is not None:
             return
         children = list(root)
         i = 0
@@ -119,6 +132,55 @@ class RevealTreeprocessor(Treeprocessor):
             i += 1
 
 
+class FrameTreeprocessor(Treeprocessor):
+    """Puts the page's frame around the blocks of its Markdown (``numbook.html.frame.put_frame``).
+
+    It runs right after the block parser, before the footnotes are added at the end of the page and before
+    the inline processor reads the frame's titles."""
+
+    def __init__(self, md: Markdown, ext: NumbookExtension) -> None:
+        super().__init__(md)
+        self.ext = ext
+        self.conventions: etree.Element | None = None   # the legend goes after it (LegendTreeprocessor)
+
+    def run(self, root: etree.Element) -> None:
+        self.conventions = None
+        page = self.ext.page()
+        if page is None or page.frame is None or getattr(self.md, "_original_md", None) is not None:
+            return
+        self.conventions = put_frame(root, page.frame)
+
+
+class ClaimIndexTreeprocessor(Treeprocessor):
+    """Puts the page's index of math claims (``numbook.html.render.claim_index``) last, after the frame's Draws on
+    and Used by and before the footnotes: a raw HTML block, as the claim preprocessor stashed it."""
+
+    def __init__(self, md: Markdown, ext: NumbookExtension) -> None:
+        super().__init__(md)
+        self.ext = ext
+
+    def run(self, root: etree.Element) -> None:
+        if self.ext.claim_index is not None and getattr(self.md, "_original_md", None) is None:
+            etree.SubElement(root, "p").text = self.ext.claim_index
+
+
+class LegendTreeprocessor(Treeprocessor):
+    """Puts the legend after the page's H1 and its conventions (``numbook.html.frame.put_legend``), once
+    Python-Markdown has indented the tree for output."""
+
+    def __init__(self, md: Markdown, ext: NumbookExtension, frame: FrameTreeprocessor) -> None:
+        super().__init__(md)
+        self.ext = ext
+        self.frame = frame
+
+    def run(self, root: etree.Element) -> None:
+        page = self.ext.page()
+        if page is None or page.frame is None or not page.frame.legend:
+            return
+        if getattr(self.md, "_original_md", None) is None:
+            put_legend(root, self.frame.conventions)
+
+
 class NumbookExtension(Extension):
     """Claims and check fences. The page comes from the plugin's session, a ``context``, or the config."""
 
@@ -126,6 +188,8 @@ class NumbookExtension(Extension):
         self.config = {
             "session": ["", "The build's numbook.html.session.Session (set by the MkDocs plugin)."],
             "context": ["", "A numbook.core.verify.PageContext for the page being converted (programmatic use)."],
+            "results": ["", "The numbook.core.verify.Results the context's claims are verified against (with "
+                            "'context'; by default the runner of the configured root)."],
             "root": [".", "Project root (the folder holding checks/), when no plugin sets the page."],
             "checks_dir": ["checks", "Folder of the check scripts, relative to the root."],
             "cache_dir": [DEFAULT_CACHE_DIR, "Result cache, relative to the root ('' for none)."],
@@ -135,32 +199,48 @@ class NumbookExtension(Extension):
             "problem": [False, "Apply the problem-page rules (Given, sections, unbound numbers)."],
         }
         super().__init__(**kwargs)
-        self.last_report: PageReport | None = None
-        self.stashed: dict[int, Record] = {}
+        self.stashed: dict[int, Record] = {}   # htmlStash index -> the record stashed there (components.keys)
+        self.claim_index: str | None = None    # the placeholder of the page's index of math claims
+        self._results: Results | None = None
         session = self.getConfig("session")
         self.session: Session = session if isinstance(session, Session) else Session()
         if not isinstance(session, Session):
             self.session.default = self._configured_context()
 
     def _configured_context(self) -> PageContext | None:
-        given = self.getConfig("context")
+        given, results = self.getConfig("context"), self.getConfig("results")
+        if hasattr(results, "result"):
+            self._results = results
+        cfg = self.getConfigs()
+        if not isinstance(given, PageContext) and not cfg["page_path"]:
+            return None
         if isinstance(given, PageContext):
             return given
-        cfg = self.getConfigs()
-        if not cfg["page_path"]:
-            return None
-        runner = Runner(Path(cfg["root"]), cfg["checks_dir"], cfg["cache_dir"] or None)
         problem = bool(cfg["problem"])
-        return PageContext(cfg["page_path"], cfg["check"] or None, runner.result, root=runner.root,
+        return PageContext(cfg["page_path"], cfg["check"] or None, root=Path(cfg["root"]).resolve(),
                            line_offset=int(cfg["line_offset"]), problem=problem, scan_numbers=problem)
 
-    def context(self, md: Markdown) -> PageContext | None:
-        return self.session.context(md)
+    def page(self) -> SessionPage | None:
+        """The page being converted (see ``numbook.html.session``), or None."""
+        return self.session.current()
+
+    def results(self) -> Results:
+        """The results the page's claims and fences read: the build's, else those configured, else the runner of
+        the configured root (made when first asked for)."""
+        found = self.session.results if self.session.results is not None else self._results
+        if found is None:
+            cfg = self.getConfigs()
+            found = self._results = Runner(Path(cfg["root"]), cfg["checks_dir"], cfg["cache_dir"] or None)
+        return found
 
     def extendMarkdown(self, md: Markdown) -> None:  # noqa: N802 (Python-Markdown's API)
         md.registerExtension(self)
         # after normalize_whitespace (30), which strips the STX/ETX of stashed placeholders
         md.preprocessors.register(ClaimPreprocessor(md, self), "numbook_claims", 29)
+        frame = FrameTreeprocessor(md, self)
+        md.treeprocessors.register(frame, "numbook_frame", 55)          # after the blocks, before the footnotes (50)
+        md.treeprocessors.register(ClaimIndexTreeprocessor(md, self), "numbook_claim_index", 54)
+        md.treeprocessors.register(LegendTreeprocessor(md, self, frame), "numbook_legend", 9)   # after prettify (10)
         md.treeprocessors.register(RevealTreeprocessor(md, self), "numbook_reveal", 1)
 
     def reset(self) -> None:
@@ -179,8 +259,9 @@ def report(md: Markdown, line: int | None, message: str) -> None:
     """
     ext = extension_of(md)
     session = ext.session if ext is not None else Session()
-    path = session.path_of(md)
-    shown = line + session.offset_of(md) if line is not None else 0
+    page = session.current()
+    path = page.context.path if page is not None else "<markdown>"
+    shown = line + (page.context.line_offset if page is not None else 0) if line is not None else 0
     session.reporter.report([Diagnostic(path, shown, message)])
 
 
@@ -270,23 +351,23 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
                     **kwargs: Any) -> str:
     """Show a check's source and the output it printed for this build, with its stamp."""
     ext = extension_of(md)
-    ctx = ext.context(md) if ext is not None else None
+    page = ext.page() if ext is not None else None
+    ctx = page.context if page is not None else None
     name = options.get("path") or (ctx.check if ctx else None)
-    if ctx is None or not name:
+    if ext is None or ctx is None or not name:
         if ext is not None:
             report(md, None, "a ```check fence on a page with no check: add 'check:' to the front matter")
         return _failed("No check for this page.")
-    res = ctx.results(name)
+    res = ext.results().result(name)
     if not res.ok:
         msg, _ = failure_message(res, name)
         return _failed(res.stderr.strip() or msg)
     path = (ctx.root or Path(".")) / res.check
     source = path.read_text(encoding="utf-8") if path.is_file() else ""
     output = _output(res)
-    assert ext is not None
     cached = _fence_cache(ext.session, source, output + str(ext.session.run_yourself and ctx.problem))
     if cached is not None and cached.is_file():
-        return ext.session.defer(cached.read_text(encoding="utf-8"))
+        return cached.read_text(encoding="utf-8")
     rendered = str(base_format(language="python", run=lambda *a, **k: output, code=source, md=md, html=True,
                                source="tabbed-right", tabs=(f"Source · {res.check}", "Output"),
                                update_toc=False))
@@ -299,7 +380,7 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
         tmp = cached.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(rendered, encoding="utf-8")
         tmp.replace(cached)
-    return ext.session.defer(rendered)
+    return rendered
 
 
 def _fence_cache(session: Session, source: str, output: str) -> Path | None:

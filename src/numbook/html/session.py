@@ -2,82 +2,55 @@
 
 MkDocs converts each page with a fresh ``markdown.Markdown`` built from ``mkdocs.yml``'s
 extensions and their configs. The plugin puts one :class:`Session` into the ``numbook``
-extension's config; a conversion finds its own page's context in it by the page's source
-path, which MkDocs gives every conversion (its ``relpath`` tree processor holds the page's
-``File``). No process-wide state: the session belongs to the plugin instance of one build.
+extension's config, with the build's reporter and results. Before MkDocs converts a page, the
+plugin hands the session that page (:class:`SessionPage`: its context, its report from the
+book's verification pass, ``numbook.core.bookpass``, and its frame), and takes it back once the
+page is converted. The flow is one way: the plugin writes the session, the conversions read it,
+and what they find goes to the reporter. Outside MkDocs, the extension's own config names the one
+page it converts (``default``), and the extension verifies it itself. No process-wide state: the
+session belongs to the plugin instance of one build.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from markdown import Markdown
-
 from numbook.core.diagnostics import Reporter
-from numbook.core.verify import PageContext, Record
+from numbook.core.verify import PageContext, PageReport, Results
+from numbook.html.frame import Frame
 
-__all__ = ["Session", "page_uri"]
-
-
-def page_uri(md: Markdown) -> str | None:
-    """The source path (``problems/I.4.B07.md``) of the page ``md`` converts under MkDocs, else None."""
-    try:
-        file = md.treeprocessors["relpath"].file  # type: ignore[attr-defined]
-    except (KeyError, AttributeError):
-        return None
-    uri = getattr(file, "src_uri", None)
-    return str(uri) if uri else None
+__all__ = ["Session", "SessionPage"]
 
 
-_PLACEHOLDER = re.compile(r'<div class="nb-fence" data-nb-fence="(nb-fence-\d+)"></div>')
+@dataclass(frozen=True)
+class SessionPage:
+    """The page a conversion converts."""
+
+    context: PageContext                  # its path and line offset (for messages), its check, its kind
+    report: PageReport | None = None      # the book's pass verified it; None: the extension verifies the text
+    frame: Frame | None = None            # what the build puts around it (numbook.html.frame)
+    verify: bool = True                   # False where its front matter failed: that is its one fault
 
 
 @dataclass
 class Session:
-    """Page contexts by source path, the build's reporter, and where rendered check fences are cached."""
+    """The build's reporter and results, the page being converted, and where rendered check fences are cached."""
 
     reporter: Reporter = field(default_factory=Reporter)
-    pages: dict[str, PageContext] = field(default_factory=dict)
+    results: Results | None = None          # the build's results (numbook.core.bookpass.BuildResults)
     html_cache: Path | None = None
     render_key: str = ""
-    default: PageContext | None = None      # outside MkDocs: the one page being converted
-    records: dict[str, list[Record]] = field(default_factory=dict)   # page path -> its verified markers
-    claims: dict[str, dict[str, int]] = field(default_factory=dict)  # page path -> claims verified per check
     run_yourself: bool = False              # problem pages offer their check as a script and a notebook
-    defer_fences: bool = False              # fences become placeholders, filled in after search indexing
-    fences: dict[str, str] = field(default_factory=dict)   # placeholder token -> the fence's HTML
+    page: SessionPage | None = None         # set by the plugin while MkDocs converts a page
+    default: PageContext | None = None      # outside MkDocs: the one page being converted
 
-    def defer(self, html: str) -> str:
-        """A placeholder for ``html`` when fences are deferred (see ``fill``), else ``html`` itself."""
-        if not self.defer_fences:
-            return html
-        token = f"nb-fence-{len(self.fences)}"
-        self.fences[token] = html
-        return f'<div class="nb-fence" data-nb-fence="{token}"></div>'
-
-    def fill(self, html: str) -> str:
-        """Put the deferred fences back into a page's HTML."""
-        if not self.fences or "data-nb-fence=" not in html:
-            return html
-        return _PLACEHOLDER.sub(lambda m: self.fences.get(m.group(1), m.group(0)), html)
-
-    def context(self, md: Markdown) -> PageContext | None:
-        uri = page_uri(md)
-        if uri is not None and uri in self.pages:
-            return self.pages[uri]
-        return self.default
-
-    def path_of(self, md: Markdown) -> str:
-        """The page's path for messages, even on a page the book has no context for."""
-        ctx = self.context(md)
-        return ctx.path if ctx is not None else (page_uri(md) or "<markdown>")
-
-    def offset_of(self, md: Markdown) -> int:
-        ctx = self.context(md)
-        return ctx.line_offset if ctx is not None else 0
+    def current(self) -> SessionPage | None:
+        """The page being converted: the plugin's, else the configured one, else None (no page)."""
+        if self.page is not None:
+            return self.page
+        return SessionPage(self.default) if self.default is not None else None
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Session:  # MkDocs may deep-copy configs: share, never copy
         return self

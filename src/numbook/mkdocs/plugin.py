@@ -1,10 +1,13 @@
-"""The MkDocs plugin: a thin layer over the runner and the Markdown extension.
+"""The MkDocs plugin: a thin layer over the runner, the book's verification pass and the Markdown extension.
 
-It adds the pages of ``problems/`` to the site, runs every check once (in parallel) before
-any page renders, tells the Markdown extension which page it is rendering, builds the
-Problems navigation, writes the Draws on / Used by sections, and watches problems/ and
-checks/ under ``mkdocs serve``. Every content fault is a warning under ``mkdocs.plugins``
-with ``path:line``, so ``mkdocs build --strict`` fails on it.
+It adds the pages of ``problems/`` to the site, runs every check once (in parallel) and verifies
+every page once (``numbook.core.bookpass``, as ``numbook verify`` does) before any page renders,
+and hands the Markdown extension each page it converts, with the page's report and its frame
+(``numbook.html.session``). It builds the Problems navigation (``numbook.mkdocs.nav``), writes the
+ledger and the run report from the same reports, and watches problems/ and checks/ under
+``mkdocs serve`` (``numbook.mkdocs.serve``), where a dirty rebuild also rebuilds the pages whose
+checks have new results. Every content fault is a warning under ``mkdocs.plugins`` with
+``path:line``, so ``mkdocs build --strict`` fails on it.
 """
 
 from __future__ import annotations
@@ -22,23 +25,26 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.plugins import BasePlugin
 from mkdocs.structure.files import File, Files, InclusionLevel
-from mkdocs.structure.nav import Navigation, Section
+from mkdocs.structure.nav import Navigation
 from mkdocs.structure.pages import Page
 
 import numbook.run.standalone as standalone
 from numbook import __version__
-from numbook.core.book import Book, Entry, id_key
+from numbook.core.book import Book
+from numbook.core.bookpass import BuildResults, page_context, read_changed, verify_book
 from numbook.core.diagnostics import Diagnostic, Reporter, log
 from numbook.core.ledger import build_ledger, write_ledger
 from numbook.core.lint import label_faults, orphan_faults, structure_faults
-from numbook.core.page import ChapterMeta, read_fields
 from numbook.core.result import Source
-from numbook.core.verify import PageContext
+from numbook.core.verify import PageReport
 from numbook.html.extension import check_formatter, check_validator
+from numbook.html.frame import frame_of
 from numbook.html.render import to_html
-from numbook.html.session import Session
+from numbook.html.session import Session, SessionPage
 from numbook.mkdocs.config import EXTENSION_MISSING, NumbookConfig, memory_option
+from numbook.mkdocs.nav import add_problems
 from numbook.mkdocs.runreport import report_markdown
+from numbook.mkdocs.serve import TEMPLATES, poll_faster
 from numbook.run.frozen import changed_reads
 from numbook.run.perturb import load_report, report_path, stale
 from numbook.run.runner import CACHED_ONLY_ENV, CheckResult, Runner
@@ -55,15 +61,17 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
     def __init__(self) -> None:
         self.runner: Runner | None = None
         self.book = Book(Path("."))
-        self.results: dict[str, CheckResult] = {}
-        self.claims: dict[str, int] = {}
+        self.results: BuildResults   # the build's results, by the name a page gives a check (on_config)
+        self.reports: dict[str, PageReport] = {}   # site path -> the page's report from the book's pass
         self.timings: dict[str, float] = {}
         self.serving = False
         self.dirty = False
         self.session = Session()
-        # the plugin object outlives a rebuild under `mkdocs serve` (it has on_startup): what each check's
-        # result was when the pages were last built, so a dirty rebuild knows whose numbers or faults changed
-        self.built_with: dict[str, tuple[Any, ...]] = {}
+        # the plugin object outlives a rebuild under `mkdocs serve` (it has on_startup): the reports and results
+        # the pages were last built with, so a rebuild verifies again only the pages whose text or results
+        # changed, and a dirty rebuild rebuilds those pages and the run report
+        self.built: dict[str, PageReport] = {}
+        self.built_with: dict[str, CheckResult] = {}
 
     # -- configuration -----------------------------------------------------------------------
     def on_startup(self, *, command: str, dirty: bool) -> None:
@@ -78,18 +86,17 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             (cfg_file.read_bytes() if cfg_file.is_file() else b"") + __version__.encode()).hexdigest()[:16]
         root = Path(config.config_file_path or ".").resolve().parent
         if getattr(self, "root", root) != root:
-            self.built_with = {}   # another book in the same process: nothing was built with these results
+            self.built, self.built_with = {}, {}   # another book in the same process: nothing was built here
         self.root = root
         self.runner = Runner(root, os.path.relpath(self.config.checks_dir, root),
                              self.config.cache_dir or None, float(self.config.timeout), self.config.jobs,
                              self.config.execute, memory=memory_option(self.config.memory))
+        self.results = BuildResults(self.runner, {})
         if "numbook" not in config.markdown_extensions:
             raise PluginError(EXTENSION_MISSING)
         cache = self.runner.cache_dir / "html" if self.runner.cache_dir is not None else None
-        # a check's fence (its source and output: a fifth of the site's HTML, none of it searched) is put
-        # into the page after Material's search plugin has parsed the page (on_post_page)
         self.session = Session(reporter, html_cache=cache, render_key=self.render_key,
-                               run_yourself=self.config.run_yourself, defer_fences=True)
+                               run_yourself=self.config.run_yourself)
         config.mdx_configs.setdefault("numbook", {})["session"] = self.session
         if "pymdownx.superfences" not in config.markdown_extensions:
             config.markdown_extensions.append("pymdownx.superfences")
@@ -114,8 +121,14 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         assert self.runner is not None
         # every structural fault numbook verify finds fails the build too: one rule set, lint's
         self.session.reporter.report(structure_faults(self.book, problems.name))
-        self.results = self.runner.run_many(self.book.checks(), progress=_progress)
+        self.results = BuildResults(self.runner, self.runner.run_many(self.book.checks(), progress=_progress))
         self.timings["checks_s"] = time.perf_counter() - started
+        # every page verified once, as numbook verify does; under serve, a page whose text and results are those
+        # it was last built with keeps its report
+        self.reports = verify_book(self.book, self.results, self.built)
+        self.session.results = self.results
+        self.session.reporter.report([d for rep in self.reports.values() for d in rep.diagnostics])
+        self.timings["pages_s"] = time.perf_counter() - started - self.timings["checks_s"]
         if self.config.report and files.get_file_from_path(self.config.report) is None:
             files.append(File.generated(config, self.config.report, content="# Run report\n",
                                         inclusion=InclusionLevel.NOT_IN_NAV))
@@ -124,26 +137,18 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         return files
 
     def _rebuild_dependents(self, files: Files) -> None:
-        """``mkdocs serve --dirty`` rebuilds the pages whose source changed; a page whose check (or a check it
-        binds claims to) has another result than when the page was last built is rebuilt too: one that ran
-        again, and one served from the cache (a failure shows its fault box, a fixed check clears it)."""
-        for name in self.built_with:   # a check the pages named only in claims ([[…|other:x]]) is compared too
-            self._result(name)
-        ran = {name for name, res in self.results.items() if self.built_with.get(name) != _identity(res)}
+        """``mkdocs serve --dirty`` rebuilds the pages whose source changed; a page is rebuilt too where a check its
+        report read (its own, one its markers or fences name) has another result than when the page was last
+        built: one that ran again, and one served from the cache (a failure shows its fault box, a fixed check
+        clears it). The run report is rebuilt when any check's result is another."""
+        ran = {name for name, res in self.results.by_name.items() if self.built_with.get(name) != res}
         report = files.get_file_from_path(self.config.report) if self.config.report else None
         if report is not None and report.generated_by == "numbook":   # generated, so always "modified":
             dest = report.abs_dest_path   # rebuilt when a check ran, or when it was never written
             report.is_modified = lambda: bool(ran) or not os.path.isfile(dest)  # type: ignore[method-assign]
-        if not ran:
-            return
-        stems = {Path(name).stem for name in ran}
         for f in files.documentation_pages():
-            entry = self.book.entries.get(f.src_uri)
-            if entry is None:
-                continue
-            uses = (entry.check in ran) or any(f"|{s}:" in entry.body or f"|{s}.py:" in entry.body
-                                               or f"sanity:{s}:" in entry.body for s in stems)
-            if uses:
+            built, now = self.built.get(f.src_uri), self.reports.get(f.src_uri)
+            if now is not None and now.read and (built is None or read_changed(built, self.results)):
                 f.is_modified = lambda: True  # type: ignore[method-assign]
 
     def _report_page(self, files: Files) -> Page | None:
@@ -154,241 +159,103 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         # mkdocs serve makes a new theme environment for every rebuild, which compiles the theme's templates
         # again (a third of an edit's rebuild here): keep what they compiled to for the next rebuild
         if env.bytecode_cache is None:
-            env.bytecode_cache = _TEMPLATES
+            env.bytecode_cache = TEMPLATES
         return env
 
-    # -- navigation --------------------------------------------------------------------------
     def on_nav(self, nav: Navigation, *, config: MkDocsConfig, files: Files) -> Navigation | None:
-        report_page = self._report_page(files)
-        if report_page is not None:
-            report_page.title = "Run report"
-            nav.items.append(report_page)
-        book = self.book
-        if not book.problems and not book.chapters:
-            _relink(nav)
-            return nav
-        parts: dict[str, Section] = {}
-        chapters: dict[str, Section] = {}
-        for cid in sorted(set(book.chapters) | {pid.rsplit(".", 1)[0] for pid in book.problems}, key=id_key):
-            part = cid.split(".")[0]
-            if part not in parts:
-                parts[part] = Section(f"Part {part}", [])
-            ch = book.chapters.get(cid)
-            ch_file = files.get_file_from_path(ch.uri) if ch else None
-            ch_page = ch_file.page if ch_file is not None else None
-            title = f"{cid} · {ch.title}" if ch else f"Chapter {cid}"
-            sec = Section(title, [])
-            if ch_page is not None:
-                ch_page.title = "Overview"
-                sec.children.append(ch_page)
-            chapters[cid] = sec
-            parts[part].children.append(sec)
-        for pid in sorted(book.problems, key=id_key):
-            entry = book.problems[pid]
-            f = files.get_file_from_path(entry.uri)
-            page = f.page if f else None
-            if page is None:
-                continue
-            page.title = f"{pid} · {entry.title}"
-            chapters[pid.rsplit(".", 1)[0]].children.append(page)
-        top = Section(self.config.nav_title, list(parts.values()))
-        titles = [getattr(item, "title", None) for item in nav.items]
-        at = titles.index(self.config.nav_after) + 1 if self.config.nav_after in titles else len(nav.items)
-        nav.items.insert(at, top)
-        _relink(nav)
+        add_problems(nav, self.book, files, title=self.config.nav_title, after=self.config.nav_after,
+                     report=self._report_page(files))
         return nav
 
     # -- pages -------------------------------------------------------------------------------
     def on_page_markdown(self, markdown: str, *, page: Page, config: MkDocsConfig, files: Files) -> str | None:
         uri = page.file.src_uri
         if page is self._report_page(files):
+            self.session.page = None
             page.meta["hide"] = ["toc"]  # a wide table: give it the room of the table of contents
             assert self.runner is not None
             record = load_report(report_path(self.runner.checks_dir))
             runner = self.runner
-            changed = stale(record, lambda reads: changed_reads(runner, reads)) if record else {}
-            # MkDocs converts the report last (it is the last file): every other page has been verified
-            return report_markdown(self.book, self.results, self._result, uri, perturbed=record, stale=changed,
-                                   known=self.session.claims)
+            changed = stale(record, lambda reads: changed_reads(reads, runner.root, runner.file_hash)) if record else {}
+            return report_markdown(self.book, self.reports, self.results, uri, perturbed=record, stale=changed)
         entry = self.book.entries.get(uri)
-        if entry is None or entry.failed:
+        if entry is None:
+            self.session.page = None
+            return markdown
+        # the page MkDocs converts next, as the Markdown extension reads it: its context, its report, its frame
+        self.session.page = SessionPage(page_context(entry, self.root), self.reports.get(uri),
+                                        frame_of(self.book, entry, markdown), verify=not entry.failed)
+        if entry.failed:
             return markdown  # a page whose front matter failed: that one fault, not one per claim below it
         if getattr(entry.meta, "lesson", None) and "/// lesson-nav" in markdown:
             # the lesson's own navigation names previous and next: the theme's footer would say it twice
             page.meta["hide"] = [*page.meta.get("hide", []), "footer"]
-        ctx = PageContext(entry.path, entry.check, self._result, line_offset=entry.offset,
-                          first_line=entry.offset + 1, check_line=entry.lines.get("check", 1),
-                          problem=entry.problem, scan_numbers=entry.scan_numbers,
-                          description=entry.description, description_line=entry.lines.get("description", 1),
-                          fields=read_fields(entry.meta, entry.lines),
-                          last_line=entry.offset + len(entry.body.split("\n")),
-                          root=self.root)
         if entry.problem:
             page.meta["title"] = f"{entry.pmeta.id} · {entry.pmeta.title}"   # the browser tab shows the ID
-            head, markdown = self._problem_frame(markdown, entry)
-            ctx.line_offset -= head  # the lines the frame put before the body
-        elif isinstance(entry.meta, ChapterMeta) and not markdown.lstrip().startswith("# "):
-            markdown = f"# {entry.meta.chapter} · {entry.meta.title}\n\n{markdown}"
-            ctx.line_offset -= 2
-        self.session.pages[uri] = ctx
         return markdown
 
-    def _result(self, check: str) -> CheckResult:
-        assert self.runner is not None
-        res = self.results.get(check) or self.runner.result(check)
-        self.results[check] = res
-        return res
-
-    def _problem_frame(self, markdown: str, entry: Entry) -> tuple[int, str]:
-        """The H1 and precision line before the body, Draws on and Used by after it."""
-        meta, book = entry.pmeta, self.book
-        head = f"# {meta.id} · {meta.title}\n\n"
-        if meta.conventions:
-            head += to_html(_conventions(meta.conventions)) + "\n\n"
-        tail = ["", "## Draws on", ""]
-        tail += [f"- [{t} · {book.problems[t].title}]({_rel(entry.uri, book.problems[t].uri)})"
-                 for t in meta.draws_on if t in book.problems]
-        if not meta.draws_on:
-            tail.append("Nothing earlier in the book: this problem starts from first principles.")
-        users = book.users(meta.id)
-        if users:
-            tail += ["", "## Used by", ""]
-            tail += [f"- [{u} · {book.problems[u].title}]({_rel(entry.uri, book.problems[u].uri)})"
-                     for u in users]
-        return head.count("\n"), head + markdown + "\n".join(tail) + "\n"
-
     def on_page_content(self, html: str, *, page: Page, config: MkDocsConfig, files: Files) -> str | None:
+        self.session.page = None   # converted: a conversion from here on is of no page of the book
         entry = self.book.entries.get(page.file.src_uri)
-        if entry is not None and entry.check and not entry.failed:
-            html = _after_h1(html, to_html(_legend()))
-        if not self.serving:
+        if not self.serving or entry is None:
             return html
-        faults = self.session.reporter.for_path(entry.path) if entry is not None else []
+        faults = self.session.reporter.for_path(entry.path)
         return (to_html(_fault_banner(faults)) + html) if faults else html
-
-    def on_post_page(self, output: str, *, page: Page, config: MkDocsConfig) -> str | None:
-        return self.session.fill(output)
 
     def on_serve(self, server: Any, *, config: MkDocsConfig, builder: Any) -> Any:
         server.watch(str(self.config.problems_dir))
         server.watch(str(self.config.checks_dir))
-        _poll_faster(server)
+        poll_faster(server)
         return server
 
     def on_post_build(self, *, config: MkDocsConfig) -> None:
         assert self.runner is not None
-        self.built_with = {name: _identity(res) for name, res in self.results.items()}
+        self.built, self.built_with = self.reports, dict(self.results.by_name)
         self.session.reporter.report(orphan_faults(self.book, self.runner.checks_dir)
                                      + label_faults(self.book, self.runner.checks_dir))
         if self.config.run_yourself and self.config.execute:
-            self.session.reporter.report(self._run_yourself(config))
+            self.session.reporter.report(_run_yourself(self.book, self.results, self.runner, config,
+                                                       int(self.config.timeout)))
         faults = self.session.reporter.faults
         if faults and config.strict and not self.serving and not log.isEnabledFor(logging.WARNING):
             # --quiet hides warnings from --strict's counter; a wrong number must still fail the build
             raise PluginError(f"{len(faults)} faults in checks and claims; the first: {faults[0]}")
-        if self.config.ledger and self.session.records and not self.dirty:   # a dirty build renders a few pages
-            write_ledger(Path(config.site_dir) / self.config.ledger, build_ledger(self.session.records, self._result))
-        unique = {r.check: r for r in self.results.values()}.values()  # one check may be named two ways
+        if self.config.ledger and self.reports and not self.dirty:   # not on each edit under serve (0.1 s)
+            write_ledger(Path(config.site_dir) / self.config.ledger, build_ledger(self.reports.values()))
+        unique = self.results.unique()   # one check may be named two ways
         ran = [r for r in unique if r.ok and r.source is Source.RAN]
         cached = sum(r.source is Source.CACHE for r in unique)
         log.info(f"numbook: {len(unique)} checks ({len(ran)} ran, {cached} from cache) "
-                 f"in {self.timings.get('checks_s', 0):.2f} s")
-
-    def _run_yourself(self, config: MkDocsConfig) -> list[Diagnostic]:
-        """Write each problem's check as a script and an executed notebook next to its page."""
-        assert self.runner is not None
-        runner = self.runner
-        site_url = (config.site_url or "").rstrip("/")
-        jobs: list[standalone.Job] = []
-        for _, entry in sorted(self.book.problems.items()):
-            if not entry.check:
-                continue
-            res = self._result(entry.check)
-            if not res.ok or res.source is Source.FROZEN:
-                continue   # a failed check is already a fault; a GPU check cannot run on a reader's CPU
-            page = File(entry.uri, "", "", config.use_directory_urls)
-            jobs.append(standalone.Job(entry.path, entry.lines.get("check", 1), entry.pmeta.id, entry.pmeta.title,
-                                       runner.root / res.check, Path(config.site_dir) / Path(page.dest_uri).parent,
-                                       f"{site_url}/{page.url}" if site_url else "", res))
-        may_run = not os.environ.get(CACHED_ONLY_ENV)
-        if not may_run:
-            log.info(f"numbook: notebooks not in the cache are written without outputs ({CACHED_ONLY_ENV})")
-        started = time.perf_counter()
-        # each notebook runs in its check's sandbox, and must print what its check printed for the page
-        found, offered = standalone.offer_all(jobs, runner, run=may_run, timeout=int(self.config.timeout))
-        spent = [o.spent for o in offered]
-        log.info(f"numbook: {len(jobs)} problems offered as a script and a notebook "
-                 f"in {time.perf_counter() - started:.2f} s ({sum(x > 0 for x in spent)} notebooks ran, "
-                 f"{sum(spent):.2f} s of notebook run time)")
-        return found
+                 f"in {self.timings.get('checks_s', 0):.2f} s; {len(self.reports)} pages verified "
+                 f"in {self.timings.get('pages_s', 0):.2f} s")
 
 
-class _CompiledTemplates(jinja2.BytecodeCache):
-    """Compiled theme templates, kept in memory for the life of the process (``mkdocs serve``'s rebuilds).
-
-    Jinja keys each entry by the template's name and file and checks it against a checksum of the template's
-    source, so an edited template is compiled again. What a template compiles to also depends on its
-    environment's settings (extensions, delimiters, autoescape): they are part of the key here, so two
-    projects built in one process never share code compiled for the other's environment."""
-
-    def __init__(self) -> None:
-        self.store: dict[tuple[str, str], bytes] = {}
-
-    @staticmethod
-    def _key(bucket: jinja2.bccache.Bucket) -> tuple[str, str] | None:
-        """None where the environment decides autoescaping per template by a function (MkDocs does not): the
-        template's name is not in the bucket to ask it with, so such templates are compiled every time."""
-        env = bucket.environment
-        if not isinstance(env.autoescape, bool):
-            return None
-        settings = (sorted(env.extensions), env.block_start_string, env.block_end_string, env.variable_start_string,
-                    env.variable_end_string, env.comment_start_string, env.comment_end_string,
-                    env.line_statement_prefix, env.line_comment_prefix, env.trim_blocks, env.lstrip_blocks,
-                    env.newline_sequence, env.keep_trailing_newline, env.optimized, env.is_async, env.autoescape,
-                    env.finalize is None)
-        return bucket.key, repr(settings)
-
-    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        key = self._key(bucket)
-        code = self.store.get(key) if key is not None else None
-        if code is not None:
-            bucket.bytecode_from_string(code)
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        key = self._key(bucket)
-        if key is not None:
-            self.store[key] = bucket.bytecode_to_string()
-
-    def clear(self) -> None:
-        self.store.clear()
-
-
-_TEMPLATES = _CompiledTemplates()
-
-
-def _poll_faster(server: Any, interval: float = 0.1) -> None:
-    """MkDocs' file watcher polls every 0.5 s: on average a quarter of a second of every edit's wait
-    before the rebuild even starts. Poll every 0.1 s instead (a snapshot of a few hundred files). This
-    reaches into MkDocs' LiveReloadServer (its observer and watched paths); if those ever change, the
-    watcher keeps MkDocs' own interval."""
-    try:
-        from watchdog.observers.polling import PollingObserver
-
-        watched = dict(server._watched_paths)
-        for path, n in watched.items():
-            for _ in range(n):
-                server.unwatch(path)
-        server.observer = PollingObserver(timeout=interval)
-        for path, n in watched.items():
-            for _ in range(n):
-                server.watch(path)
-    except (AttributeError, ImportError, KeyError, TypeError):
-        log.debug("numbook: the file watcher keeps MkDocs' polling interval")
-
-
-def _identity(res: CheckResult) -> tuple[Any, ...]:
-    """What tells one result of a check from another: a run, or the cache entry it was served from."""
-    return (res.status, res.key, res.source_hash, res.ran_at, res.elapsed_s, res.stdout, res.stderr, res.source)
+def _run_yourself(book: Book, results: BuildResults, runner: Runner, config: MkDocsConfig,
+                  timeout: int) -> list[Diagnostic]:
+    """Write each problem's check as a script and an executed notebook next to its page."""
+    site_url = (config.site_url or "").rstrip("/")
+    jobs: list[standalone.Job] = []
+    for _, entry in sorted(book.problems.items()):
+        if not entry.check:
+            continue
+        res = results.result(entry.check)
+        if not res.ok or res.source is Source.FROZEN:
+            continue   # a failed check is already a fault; a GPU check cannot run on a reader's CPU
+        page = File(entry.uri, "", "", config.use_directory_urls)
+        jobs.append(standalone.Job(entry.path, entry.lines.get("check", 1), entry.pmeta.id, entry.pmeta.title,
+                                   runner.root / res.check, Path(config.site_dir) / Path(page.dest_uri).parent,
+                                   f"{site_url}/{page.url}" if site_url else "", res))
+    may_run = not os.environ.get(CACHED_ONLY_ENV)
+    if not may_run:
+        log.info(f"numbook: notebooks not in the cache are written without outputs ({CACHED_ONLY_ENV})")
+    started = time.perf_counter()
+    # each notebook runs in its check's sandbox, and must print what its check printed for the page
+    found, offered = standalone.offer_all(jobs, runner, run=may_run, timeout=timeout)
+    spent = [o.spent for o in offered]
+    log.info(f"numbook: {len(jobs)} problems offered as a script and a notebook "
+             f"in {time.perf_counter() - started:.2f} s ({sum(x > 0 for x in spent)} notebooks ran, "
+             f"{sum(spent):.2f} s of notebook run time)")
+    return found
 
 
 def _progress(done: int, total: int, res: CheckResult, running: list[str]) -> None:
@@ -396,33 +263,6 @@ def _progress(done: int, total: int, res: CheckResult, running: list[str]) -> No
     how = res.source
     still = f" · still running: {', '.join(running[:3])}{' …' if len(running) > 3 else ''}" if running else ""
     log.info(f"numbook: [{done}/{total}] {res.check} {res.status} {res.elapsed_s:.1f} s ({how}){still}")
-
-
-def _legend() -> etree.Element:
-    """How to read the marks, said once per page that has a check."""
-    p = etree.Element("p", {"class": "nb-legend", "data-search-exclude": ""})
-    p.text = ("Numbers with a dotted underline were computed by this page's check for this build: hover, focus or "
-              "tap one to see the value, the check, the device and the date. A ✓ marks a statement the check "
-              "asserted, with both sides it compared.")
-    return p
-
-
-def _after_h1(html: str, snippet: str) -> str:
-    """``snippet`` after the page's H1 (and after its conventions line, which belongs to the title)."""
-    at = html.find("</h1>")
-    if at < 0:
-        return snippet + html
-    at += len("</h1>")
-    rest = html[at:]
-    if rest.lstrip().startswith('<p class="nb-conventions">'):
-        at += rest.find("</p>") + len("</p>")
-    return html[:at] + snippet + html[at:]
-
-
-def _conventions(text: str) -> etree.Element:
-    p = etree.Element("p", {"class": "nb-conventions"})
-    p.text = text
-    return p
 
 
 def _fault_banner(faults: list[Diagnostic]) -> etree.Element:
@@ -437,26 +277,3 @@ def _fault_banner(faults: list[Diagnostic]) -> etree.Element:
         code.text = f"{d.path}:{d.line}"
         code.tail = " " + d.message
     return div
-
-
-def _rel(src: str, dst: str) -> str:
-    return os.path.relpath(dst, os.path.dirname(src) or ".").replace(os.sep, "/")
-
-
-def _relink(nav: Navigation) -> None:
-    """Recompute the page order, parents and previous/next links after inserting sections."""
-    pages: list[Page] = []
-
-    def walk(items: list[Any], parent: Section | None) -> None:
-        for item in items:
-            item.parent = parent
-            if isinstance(item, Page):
-                pages.append(item)
-            elif isinstance(item, Section):
-                walk(item.children, item)
-
-    walk(nav.items, None)
-    for i, page in enumerate(pages):
-        page.previous_page = pages[i - 1] if i else None
-        page.next_page = pages[i + 1] if i + 1 < len(pages) else None
-    nav.pages = pages

@@ -2,18 +2,21 @@
 
 Each row says what the build did with a check: its status, how long it ran, on which device,
 whether it ran for this build, came from the cache or was derived from frozen GPU measurements, how many claims
-it backs, and which pages use it. ``numbook verify`` prints the same facts as a text table.
+it backs, and which pages use it. The claims and the pages are read from the reports of the book's
+verification pass (``numbook.core.bookpass``): nothing is verified here. ``numbook verify`` prints the
+same facts as a text table.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from numbook.core.book import Book, Entry
+from numbook.core.bookpass import BuildResults
 from numbook.core.result import Source
-from numbook.core.verify import PageContext, verify_page
+from numbook.core.verify import PageReport, Results
 from numbook.run.perturb import PerturbReport
 from numbook.run.runner import CheckResult
 
@@ -25,27 +28,20 @@ def source_of(res: CheckResult) -> str:
     return str(res.source)
 
 
-def count_claims(entries: Iterable[Entry], results: Callable[[str], CheckResult],
-                 known: Mapping[str, dict[str, int]] | None = None) -> tuple[dict[str, int], dict[str, list[Entry]]]:
-    """Claims verified per check, and the pages whose claims bind to each check.
+def count_claims(entries: Iterable[Entry], reports: Mapping[str, PageReport], results: Results
+                 ) -> tuple[dict[str, int], dict[str, list[Entry]]]:
+    """Claims verified per check, and the pages whose claims bind to each check (a page's own check with them).
 
-    It runs the one claim processor without rendering, on results already computed, so the
-    counts are the ones ``numbook verify`` prints. ``known`` holds the counts of pages this build
-    has already verified (page path -> claims per check): those pages are not verified twice.
-    """
+    The counts are the reports' (page site path -> its report), the ones ``numbook verify`` prints."""
     claims: dict[str, int] = {}
     pages: dict[str, list[Entry]] = {}
     for entry in entries:
-        if entry.meta is None:
+        report = reports.get(entry.uri)
+        if entry.meta is None or report is None:
             continue
-        if known is not None and entry.path in known:
-            counted = dict(known[entry.path])
-        else:
-            ctx = PageContext(entry.path, entry.check, results, line_offset=entry.offset,
-                              check_line=entry.lines.get("check", 1), problem=entry.problem)
-            counted = verify_page(entry.body, ctx).claims
+        counted = dict(report.claims)
         if entry.check:
-            counted.setdefault(results(entry.check).check, 0)
+            counted.setdefault(results.result(entry.check).check, 0)
         for check, n in counted.items():
             claims[check] = claims.get(check, 0) + n
             pages.setdefault(check, []).append(entry)
@@ -95,13 +91,12 @@ def _perturb_section(rep: PerturbReport | None, checks: Iterable[str], changed: 
     return [*out, ""]
 
 
-def report_markdown(book: Book, results: dict[str, CheckResult], get: Callable[[str], CheckResult],
+def report_markdown(book: Book, reports: Mapping[str, PageReport], results: BuildResults,
                     report_uri: str = "report.md", now: _dt.datetime | None = None,
-                    perturbed: PerturbReport | None = None, stale: dict[str, list[str]] | None = None,
-                    known: Mapping[str, dict[str, int]] | None = None) -> str:
-    """The Markdown of the run report page (``known``: see count_claims)."""
-    claims, pages = count_claims(book.entries.values(), get, known)
-    rows = sorted({r.check: r for r in results.values()}.values(), key=lambda r: r.check)
+                    perturbed: PerturbReport | None = None, stale: dict[str, list[str]] | None = None) -> str:
+    """The Markdown of the run report page: a row for each check of this build, from the book's ``reports``."""
+    claims, pages = count_claims(book.entries.values(), reports, results)
+    rows = results.unique()
     when = (now or _dt.datetime.now(_dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
     ran = sum(r.ok and source_of(r) == "ran" for r in rows)
     cached = sum(r.ok and r.source is Source.CACHE for r in rows)

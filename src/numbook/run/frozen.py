@@ -15,103 +15,42 @@ The digest detects a hand edit, not a determined forger: it is computed from the
 whoever can commit can also re-run the freeze. The protection is that sanities are recomputed each build.
 
 A check that declares ``requires=cuda`` runs live only where a GPU answers ``nvidia-smi`` and
-the installed torch can use it; ``NUMBOOK_DEVICE`` alone cannot make a CPU pass for a GPU.
-Frozen files are written by ``numbook freeze`` alone (``nox -s freeze``; ``numbook freeze``
-is the same command), which refuses to run on a machine without such a GPU.
+the installed torch can use it (numbook.run.machine's ``gpu_status``); ``NUMBOOK_DEVICE`` alone
+cannot make a CPU pass for a GPU. Frozen files are written by ``numbook freeze`` alone (``nox -s
+freeze``; numbook.run.freeze), which refuses to run on a machine without such a GPU.
+
+This module knows no runner: its functions take the project's root, its checks folder and
+``file_hash(rel)``, the hash of a file a run read as the result cache computes it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from numbook.core.result import CheckResult, Status, read_header
+from numbook.run.cache import relative
+from numbook.run.machine import nvidia_smi
 
-if TYPE_CHECKING:
-    from numbook.run.runner import Runner
-
-__all__ = ["FORMAT", "FreezeError", "GpuInfo", "GpuStatus", "Replay", "frozen_path", "load_frozen", "replayed",
-           "replay_file", "freeze", "gpu_info", "gpu_status", "cuda_checks", "freeze_checks", "digest", "tool_hash",
-           "git_commit"]
+__all__ = ["FORMAT", "FileHash", "Replay", "frozen_path", "load_frozen", "replayed", "replay_file", "changed_reads",
+           "tool_dir", "freeze", "cuda_checks", "digest", "tool_hash", "git_commit", "provenance"]
 
 FORMAT = 2                      # the "numbook_frozen" field of a frozen file (1: a whole result; 2: measurements)
 _FIX = "run `nox -s freeze` on a GPU machine"
 
-
-class FreezeError(RuntimeError):
-    """Frozen results cannot be written here (no GPU, or a torch that cannot use it)."""
-
-
-@dataclass(frozen=True)
-class GpuInfo:
-    name: str
-    driver: str
+FileHash = Callable[[str], str | None]
+"""``file_hash(rel)``: the hash of a file a run read (numbook.run.cache's ``ResultCache.file_hash``)."""
 
 
-@dataclass(frozen=True)
-class GpuStatus:
-    """Whether a GPU check may run live: ``reason`` says why not, ``driver`` is the GPU's driver."""
-
-    usable: bool
-    reason: str = ""
-    driver: str = ""
-
-
-def gpu_info() -> GpuInfo | None:
-    """Name and driver version of the first NVIDIA GPU that answers ``nvidia-smi``, else None."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    try:
-        out = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = out.stdout.strip().splitlines() if out.returncode == 0 else []
-    name, _, driver = lines[0].rpartition(",") if lines else ("", "", "")
-    return GpuInfo(name.strip(), driver.strip()) if name.strip() else None
-
-
-def _torch_cuda(python: str) -> tuple[bool, str]:
-    """(usable, torch version) as the checks' interpreter sees it; usable when torch is absent."""
-    code = ("import json\ntry:\n import torch\nexcept ImportError:\n print(json.dumps(None))\nelse:\n"
-            " print(json.dumps([torch.__version__, bool(torch.cuda.is_available())]))")
-    try:
-        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120, check=False)
-        data = json.loads(out.stdout.strip().splitlines()[-1])
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
-        return False, "unknown (torch could not be imported)"
-    return (True, "absent") if data is None else (bool(data[1]), str(data[0]))
-
-
-def gpu_status(device: str, python: str = sys.executable) -> GpuStatus:
-    """Whether a ``requires=cuda`` check can run on a GPU here (the runner asks once per build)."""
-    if not device.startswith("cuda"):
-        return GpuStatus(False, device)
-    return _probe(device, python)
-
-
-def _probe(device: str, python: str) -> GpuStatus:
-    info = gpu_info()
-    if info is None:
-        named = "is named by NUMBOOK_DEVICE" if os.environ.get("NUMBOOK_DEVICE") else "was detected"
-        return GpuStatus(False, f"{device} {named}, but no GPU answers nvidia-smi")
-    usable, torch_version = _torch_cuda(python)
-    if not usable:
-        return GpuStatus(False, f"{info.name} answers nvidia-smi, but torch {torch_version} cannot use it")
-    return GpuStatus(True, driver=info.driver)
-
-
-def frozen_path(runner: Runner, path: Path) -> Path:
+def frozen_path(checks_dir: Path, path: Path) -> Path:
     """Where the frozen result of the check at ``path`` lives."""
-    return runner.checks_dir / "frozen" / f"{path.stem}.json"
+    return checks_dir / "frozen" / f"{path.stem}.json"
 
 
 @dataclass(frozen=True)
@@ -127,13 +66,15 @@ class Replay:
     reads: dict[str, str | None]
 
 
-def load_frozen(runner: Runner, path: Path, rel: str, base: CheckResult, reason: str = "") -> Replay | CheckResult:
-    """The frozen GPU measurements of a check, or an error result saying why there are none to replay."""
-    f = frozen_path(runner, path)
-    where = runner.rel(f)
+def load_frozen(path: Path, rel: str, base: CheckResult, reason: str, *, root: Path, checks_dir: Path,
+                file_hash: FileHash) -> Replay | CheckResult:
+    """The frozen GPU measurements of the check at ``path`` (``rel`` in the project), or ``base`` made an error result
+    saying why there are none to replay; ``reason`` says why this build has no usable GPU."""
+    f = frozen_path(checks_dir, path)
+    where = relative(root, f)
     if not f.is_file():
         base.status = Status.FROZEN_MISSING
-        base.stderr = (f"{rel} needs cuda and this build has no usable GPU ({reason or runner.device}); "
+        base.stderr = (f"{rel} needs cuda and this build has no usable GPU ({reason}); "
                        f"there is no frozen result at {where}: {_FIX}")
         return base
     try:
@@ -151,7 +92,7 @@ def load_frozen(runner: Runner, path: Path, rel: str, base: CheckResult, reason:
                        f"{data['source_hash']}, the check is now {base.source_hash} (frozen {data['ran_at']} on "
                        f"{data['device']}); refresh it with `nox -s freeze` on a GPU machine")
         return base
-    changed = changed_reads(runner, data["reads"])
+    changed = changed_reads(data["reads"], root, file_hash)
     if changed:   # what the check read (the harness it imports, its data) is part of the measurement too
         base.status = Status.FROZEN_STALE
         shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
@@ -167,25 +108,25 @@ def replay_file(replay: Replay) -> str:
     return json.dumps({"file": replay.file, "measurements": replay.measurements})
 
 
-def replayed(runner: Runner, replay: Replay, res: CheckResult) -> CheckResult:
+def replayed(replay: Replay, res: CheckResult, *, root: Path, file_hash: FileHash) -> CheckResult:
     """Label a CPU run that derived its values from frozen measurements with the GPU run's provenance."""
     res.device, res.driver, res.versions, res.ran_at = replay.device, replay.driver, replay.versions, replay.ran_at
     res.frozen, res.cached = True, False
-    tool = tool_dir(runner)
+    tool = tool_dir(root)
     res.reads = dict(sorted({**{k: v for k, v in replay.reads.items() if not (tool and k.startswith(tool))},
-                             **res.reads, replay.file: runner.file_hash(replay.file)}.items()))
+                             **res.reads, replay.file: file_hash(replay.file)}.items()))
     return res
 
 
-def changed_reads(runner: Runner, reads: dict[str, str | None]) -> list[str]:
+def changed_reads(reads: dict[str, str | None], root: Path, file_hash: FileHash) -> list[str]:
     """The files among ``reads`` (project file -> hash when it was read) whose content is not that now,
     leaving out the tool's own files (see ``tool_dir``): what makes a recorded result stale."""
-    tool = tool_dir(runner)
+    tool = tool_dir(root)
     return [f for f, digest in sorted(reads.items())
-            if not (tool and f.startswith(tool)) and runner.file_hash(f) != digest]
+            if not (tool and f.startswith(tool)) and file_hash(f) != digest]
 
 
-def tool_dir(runner: Runner) -> str:
+def tool_dir(root: Path) -> str:
     """The numbook package's folder relative to the root ("src/numbook/"), if it lies in the project.
 
     The tool's own files (the check API, the sandbox) are machinery, not what a GPU figure measures:
@@ -193,7 +134,7 @@ def tool_dir(runner: Runner) -> str:
     """
     here = Path(__file__).resolve().parents[1]   # the numbook package
     try:
-        return here.relative_to(runner.root).as_posix() + "/"
+        return here.relative_to(root).as_posix() + "/"
     except ValueError:
         return ""
 
@@ -261,7 +202,8 @@ def git_commit(root: Path) -> str:
     return _run(["git", "rev-parse", "--verify", "HEAD"], cwd=root)
 
 
-def freeze(runner: Runner, result: CheckResult, commit: str | None = None) -> Path:
+def freeze(result: CheckResult, *, root: Path, checks_dir: Path, file_hash: FileHash, commit: str | None = None
+           ) -> Path:
     """Write the measurements of a GPU run, with their provenance and digest, as the frozen file of its check."""
     if not result.ok or not result.device.startswith("cuda"):
         raise ValueError(f"only a successful GPU run can be frozen ({result.check}: {result.status}, "
@@ -271,17 +213,16 @@ def freeze(runner: Runner, result: CheckResult, commit: str | None = None) -> Pa
     if not result.measurements:
         raise ValueError(f"{result.check} recorded no measurement: a GPU check records what it measures on the GPU "
                          "with numbook.check.measurement(), and a build without a GPU derives every value from those")
-    commit = commit if commit is not None else git_commit(runner.root)
+    commit = commit if commit is not None else git_commit(root)
     if not commit:
-        raise ValueError(f"{runner.root} is not a git checkout: a frozen file records the commit it was made at")
-    path = runner.root / result.check
-    f = frozen_path(runner, path)
+        raise ValueError(f"{root} is not a git checkout: a frozen file records the commit it was made at")
+    f = frozen_path(checks_dir, root / result.check)
     data: dict[str, Any] = {
         "numbook_frozen": FORMAT, "check": result.check, "source_hash": result.source_hash,
         "device": result.device, "driver": result.driver, "ran_at": result.ran_at, "versions": result.versions,
-        "elapsed_s": result.elapsed_s, "provenance": provenance(runner.root),
+        "elapsed_s": result.elapsed_s, "provenance": provenance(root),
         "measurements": result.measurements,
-        "reads": dict(sorted({**result.reads, result.check: runner.file_hash(result.check)}.items())),
+        "reads": dict(sorted({**result.reads, result.check: file_hash(result.check)}.items())),
         "tool_hash": tool_hash(), "commit": commit,
     }
     data["digest"] = digest(data)
@@ -311,61 +252,24 @@ def provenance(root: Path, python: str = sys.executable) -> dict[str, str]:
             break
         except md.PackageNotFoundError:
             continue
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        q = _run([smi, "--query-gpu=clocks.sm,clocks.mem,clocks.max.sm,power.limit,pstate", "--format=csv,noheader"])
-        if q:
-            sm, mem, max_sm, power, pstate = ([p.strip() for p in q.splitlines()[0].split(",")] + [""] * 5)[:5]
-            out.update({"sm_clock": sm, "mem_clock": mem, "max_sm_clock": max_sm, "power_limit": power,
-                        "pstate": pstate})
+    q = nvidia_smi("--query-gpu=clocks.sm,clocks.mem,clocks.max.sm,power.limit,pstate", "--format=csv,noheader",
+                   timeout=30)
+    if q:
+        sm, mem, max_sm, power, pstate = ([p.strip() for p in q[0].split(",")] + [""] * 5)[:5]
+        out.update({"sm_clock": sm, "mem_clock": mem, "max_sm_clock": max_sm, "power_limit": power, "pstate": pstate})
     return out
 
 
-def cuda_checks(runner: Runner) -> list[str]:
-    """Every check under ``checks/`` whose header says ``requires=cuda``, relative to the root."""
+def cuda_checks(root: Path, checks_dir: Path) -> list[str]:
+    """Every check under ``checks_dir`` whose header says ``requires=cuda``, relative to the root."""
     found = []
-    for path in sorted(runner.checks_dir.rglob("*.py")):
-        parts = path.relative_to(runner.checks_dir).parts
+    for path in sorted(checks_dir.rglob("*.py")):
+        parts = path.relative_to(checks_dir).parts
         if any(p.startswith((".", "__")) or p == "frozen" for p in parts[:-1]):
             continue
         try:
             if read_header(path.read_text(encoding="utf-8")).requires == "cuda":
-                found.append(runner.rel(path))
+                found.append(relative(root, path))
         except (ValueError, UnicodeDecodeError):
             continue  # a bad header fails the build where the check is used
     return found
-
-
-def freeze_checks(runner: Runner) -> tuple[list[Path], list[CheckResult | str]]:
-    """Run every GPU check of the book on this machine's GPU and freeze its measurements: (files written, failed
-    results, or why a successful run could not be frozen).
-
-    Raises FreezeError, writing nothing, where no GPU answers, torch cannot use it, or the book is not a git
-    checkout. The runner
-    should have no cache, and run one check at a time so that a measurement has the GPU to itself.
-    """
-    info = gpu_info()
-    if info is None:
-        raise FreezeError(f"no GPU here: nvidia-smi is missing or answers nothing (this build's device: "
-                          f"{runner.device}). Frozen results are GPU figures, written only on a machine with an "
-                          "NVIDIA GPU: run `nox -s freeze` on the GPU runner")
-    runner.device = f"cuda: {info.name}"
-    status = gpu_status(runner.device)
-    if not status.usable:
-        raise FreezeError(f"{status.reason}: install a CUDA build of torch; nothing was frozen")
-    commit = git_commit(runner.root)
-    if not commit:
-        raise FreezeError(f"{runner.root} is not a git checkout: a frozen file records the commit it was made at; "
-                          "nothing was frozen")
-    written: list[Path] = []
-    failed: list[CheckResult | str] = []
-    for res in runner.run_many(cuda_checks(runner)).values():
-        if res.ok and res.device.startswith("cuda"):
-            try:
-                written.append(freeze(runner, res, commit))
-            except ValueError as exc:
-                failed.append(str(exc))
-        else:
-            failed.append(res)
-    return written, failed
-

@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from numbook.core.diagnostics import Diagnostic
+from numbook.core.result import read_header
+from numbook.run.executor import scratch_folder
 
 if TYPE_CHECKING:
     from numbook.core.result import CheckResult
@@ -169,10 +171,10 @@ _DRIVER = """\
 # numbook: the cells of a notebook, run by numbook.run.sandbox as the check itself is run
 import json as _json
 
-from numbook.run.warm import _cells
+from numbook.run.warm import run_notebook
 
 with open({cells!r}, encoding="utf-8") as _fh:
-    _cells(_json.load(_fh), {out!r})
+    run_notebook(_json.load(_fh), {out!r})
 """
 
 
@@ -181,39 +183,27 @@ def _sandboxed(cells: list[str], check: Path, runner: Runner, timeout: float) ->
 
     The shell runs in a child of the runner's warm parent where the check runs in one (a fresh interpreter
     where it does not: a GPU check, a header that passes variables through), with the environment, memory limit,
-    scratch folder and audit hook the runner gives the check itself; ``reads`` lists the project files it read
-    (``{path relative to the root: hash or None}``), as the runner's cache keys a check."""
-    from numbook.core.result import read_header
-    from numbook.run.runner import _read_list  # the runner's reading of the sandbox's list, so both key alike
-
+    scratch folder and audit hook the runner gives the check itself (numbook.run.executor); ``reads`` lists the
+    project files it read (``{path relative to the root: hash or None}``), as the runner's cache keys a check."""
     header = read_header(check.read_text(encoding="utf-8"))
-    rel = runner.rel(check)
-    limit = runner.memory_limit(header)
-    with tempfile.TemporaryDirectory(prefix="numbook-nb-") as tmp:
-        scratch = Path(tmp).resolve()
-        for sub in ("work", "tmp"):
-            (scratch / sub).mkdir()
+    executor = runner.executor
+    with scratch_folder(prefix="numbook-nb-") as scratch:
         (scratch / "cells.json").write_text(json.dumps(cells), encoding="utf-8")
         driver = scratch / "notebook_cells.py"
         driver.write_text(_DRIVER.format(cells=str(scratch / "cells.json"), out=str(scratch / "outputs.json")),
                           encoding="utf-8")
-        # the runner's own pieces (see the report: a public Runner.sandboxed() would replace these four calls)
-        env = runner._env(header, scratch, rel, limit)
+        env = executor.environment(header, scratch, runner.rel(check), limit=runner.memory_limit(header),
+                                   device=runner.device)
         env["IPYTHONDIR"] = str(scratch / "ipython")
-        warm = runner._warm(header, check)
-        ran = runner._run_forked(warm, driver, scratch, env, timeout) if warm is not None else None
-        if ran is None:
-            ran = runner._run_fresh(driver, scratch, env, timeout)
-        _stdout, stderr, returncode = ran
-        reads = _read_list(scratch / "reads.txt")
-        if returncode is None:
-            return {"cells": [], "error": f"the notebook did not finish in {timeout:g} s"}, reads
+        ran = executor.run(driver, check, header, scratch, env, timeout)
+        if ran.returncode is None:
+            return {"cells": [], "error": f"the notebook did not finish in {timeout:g} s"}, ran.reads
         try:
             done: dict[str, Any] = json.loads((scratch / "outputs.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
-            last = (stderr.strip().splitlines() or ["the notebook's process ended without a result"])[-1]
-            return {"cells": [], "error": last}, reads
-    return done, reads
+            last = (ran.stderr.strip().splitlines() or ["the notebook's process ended without a result"])[-1]
+            return {"cells": [], "error": last}, ran.reads
+    return done, ran.reads
 
 
 def _with_outputs(nb: dict[str, Any], done: dict[str, Any]) -> dict[str, Any]:
@@ -288,8 +278,7 @@ def offer(check: Path, checks_dir: Path, dest: Path, *, pid: str, title: str, pa
     if hit is not None and hit.is_file():
         try:
             entry = json.loads(hit.read_text(encoding="utf-8"))
-            fresh = runner is not None and all(runner.file_hash(rel) == digest
-                                               for rel, digest in entry["reads"].items())
+            fresh = runner is not None and runner.cache.fresh(entry["reads"])
             nb_cached: dict[str, Any] = entry["notebook"]
         except (OSError, ValueError, KeyError, TypeError):
             fresh = False

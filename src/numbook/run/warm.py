@@ -1,4 +1,4 @@
-"""A warm parent for checks: import the heavy libraries once, then fork one child per check.
+"""The warm parent: a process that imported the heavy libraries once and forks one child per check.
 
 Every check imports torch, and on a 2-core machine that import costs about as much as the check
 itself (1.3-1.8 s of the 2-4 s most checks take). The runner therefore starts, once, a process
@@ -12,36 +12,55 @@ as matplotlib) and then waits for requests on its standard input, one JSON objec
     {"id": 7, "check": "/abs/checks/x.py", "cwd": "/tmp/numbook-x/work", "env": {...},
      "stdout": "/tmp/numbook-x/stdout.txt", "stderr": "/tmp/numbook-x/stderr.txt"}
 
-or, for a notebook, ``{"id": 8, "cells": [...], "out": "/tmp/x/cells.json", ...}``.
-
 For each it forks a child that becomes what ``python -X utf8 -m numbook.run.sandbox CHECK`` would be:
 its own session (so the runner can kill its process group on a timeout), the check's folder,
 exactly the environment the runner built (the parent's is dropped), its output in the two files,
 standard input from /dev/null, fresh seeds for the random generators a fresh interpreter would
 seed from the operating system, and then the sandbox's ``main``: memory limit, audit hook, the
-check as ``__main__`` (for a notebook: its cells in one IPython shell, as a kernel runs them, their
-outputs written to ``out``). The parent answers ``{"id": 7, "pid": N}`` when the child exists and
+check as ``__main__``. The parent answers ``{"id": 7, "pid": N}`` when the child exists and
 ``{"id": 7, "rc": R}`` when it has ended (R as ``subprocess`` gives it: negative for a signal).
 
 The parent is single-threaded (a fork copies only the calling thread, so no lock can be held by
 a thread that is gone) and ends when its standard input closes. It initialises no GPU: a check
 that needs one runs in a fresh process, as does any check whose header passes environment
 variables through, since the libraries here read theirs when they were imported.
+
+The runner's side is :class:`WarmParent` (one started process and the thread that reads its
+answers) and :func:`parent`, which starts one per environment and set of libraries and shares it
+between the runners and threads of a process; every one is closed when the process exits.
+``NUMBOOK_WARM=0`` (or the older name ``NUMBOOK_ZYGOTE=0``) runs every check in a fresh interpreter.
+
+:func:`run_notebook` runs a notebook's cells in one IPython shell, as a kernel does: the
+run-it-yourself notebooks (numbook.run.standalone) call it from a script the sandbox runs like a check.
+This module imports nothing else of numbook: it runs in the check's process.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import json
 import os
 import select
+import shutil
 import signal
+import subprocess
 import sys
+import tempfile
+import threading
+from pathlib import Path
 from typing import Any
 
-__all__ = ["main"]
+__all__ = ["main", "run_notebook", "WarmParent", "parent", "close_all", "switched_off", "WARM_ENV", "OLD_WARM_ENV"]
 
+WARM_ENV = "NUMBOOK_WARM"
+"""Set to 0 to run every check in a fresh interpreter instead of a child of the warm parent."""
+OLD_WARM_ENV = "NUMBOOK_ZYGOTE"
+"""The older name of WARM_ENV, still read where WARM_ENV is not set."""
+
+
+# -- the warm parent's process ----------------------------------------------------------------------------------
 
 def _child(req: dict[str, Any]) -> None:
     """In the forked child: become the check's process and run it; never returns."""
@@ -61,7 +80,6 @@ def _child(req: dict[str, Any]) -> None:
         os.environ.clear()
         os.environ.update(req["env"])
         import random
-        import tempfile
 
         tempfile.tempdir = None   # TMPDIR is the check's now: tempfile must read it again
         random.seed()             # a fresh interpreter seeds from the OS; a fork would share its parent's draw
@@ -71,10 +89,7 @@ def _child(req: dict[str, Any]) -> None:
         import numbook.run.sandbox as sandbox
 
         try:
-            if "cells" in req:
-                _cells(req["cells"], req["out"])
-            else:
-                sandbox.main([req["check"]])
+            sandbox.main([req["check"]])
             code = 0
         except SystemExit as exc:
             if exc.code is None:
@@ -93,12 +108,8 @@ def _child(req: dict[str, Any]) -> None:
         # what an interpreter does when it ends: join the threads the check started, then run its exit
         # handlers (numbook.check writes the check's values in one)
         with contextlib.suppress(BaseException):
-            import threading
-
             threading._shutdown()  # type: ignore[attr-defined]
         with contextlib.suppress(BaseException):
-            import atexit
-
             atexit._run_exitfuncs()
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(BaseException):
@@ -110,7 +121,7 @@ def _lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
-def _cells(cells: list[str], out: str) -> None:
+def run_notebook(cells: list[str], out: str) -> None:
     """Run a notebook's code cells in order in one IPython shell, as a Jupyter kernel runs them, and
     write each cell's outputs as nbformat 4 data (stream text, and the value of a last expression as
     an execute_result formatted by IPython) to ``out``; a cell that raises ends the run with its error."""
@@ -215,6 +226,136 @@ def main(argv: list[str] | None = None) -> None:
     for pid in children:   # the runner is gone: so are its checks
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
+
+
+
+# -- the runner's side ------------------------------------------------------------------------------------------
+
+def switched_off() -> bool:
+    """Whether WARM_ENV (or, where it is not set, OLD_WARM_ENV) is 0: every check runs in a fresh interpreter."""
+    return os.environ.get(WARM_ENV, os.environ.get(OLD_WARM_ENV)) == "0"
+
+
+class WarmParent:
+    """The runner's side of one warm parent: the process, and the answers to its requests, shared by the threads
+    that run checks."""
+
+    def __init__(self, env: dict[str, str], preload: tuple[str, ...]) -> None:
+        # `python -m` puts its working folder first on sys.path while the preload is imported: an empty folder
+        # of its own, so that no file left in a shared one (a numpy.py in /tmp) can stand in for a library
+        self.home = tempfile.mkdtemp(prefix="numbook-warm-")
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-X", "utf8", "-m", "numbook.run.warm", *preload],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                         env=env, cwd=self.home, start_new_session=True)
+        except OSError:
+            shutil.rmtree(self.home, ignore_errors=True)
+            raise
+        assert self.proc.stdout is not None and self.proc.stdin is not None
+        first = self.proc.stdout.readline()
+        self.ready = bool(first) and "ready" in json.loads(first)
+        self._write = threading.Lock()
+        self._cond = threading.Condition()
+        self._replies: dict[int, dict[str, Any]] = {}
+        self._next = 0
+        self.alive = self.ready
+        if self.ready:
+            threading.Thread(target=self._read, name="numbook-warm-parent", daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            reply = json.loads(line)
+            with self._cond:
+                self._replies.setdefault(reply["id"], {}).update(reply)
+                self._cond.notify_all()
+        with self._cond:
+            self.alive = False
+            self._cond.notify_all()
+        self.proc.stdout.close()   # the parent is gone: its pipe is this thread's to close
+
+    def start(self, cwd: Path, env: dict[str, str], stdout: Path, stderr: Path, check: Path | str
+              ) -> tuple[int, int] | None:
+        """(request id, pid) of a forked child running ``check`` in ``cwd``; None where the parent is gone."""
+        with self._cond:
+            if not self.alive:
+                return None
+            self._next += 1
+            ident = self._next
+        req = {"id": ident, "cwd": str(cwd), "env": env, "stdout": str(stdout), "stderr": str(stderr),
+               "check": str(check)}
+        try:
+            with self._write:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write((json.dumps(req) + "\n").encode())
+                self.proc.stdin.flush()
+        except OSError:
+            return None
+        with self._cond:
+            self._cond.wait_for(lambda: "pid" in self._replies.get(ident, {}) or not self.alive)
+            pid = self._replies.get(ident, {}).get("pid")
+        return None if pid is None else (ident, int(pid))
+
+    def wait(self, ident: int, timeout: float | None) -> int | None:
+        """The child's exit code (negative for a signal); None on a timeout or when the parent is gone.
+
+        ``ident`` is one that :meth:`start` answered with a pid: its replies are kept until its exit code is read."""
+        with self._cond:
+            replies = self._replies[ident]
+            self._cond.wait_for(lambda: "rc" in replies or not self.alive, timeout=timeout)
+            rc = replies.get("rc")
+            if rc is not None:
+                del self._replies[ident]
+        return None if rc is None else int(rc)
+
+    def close(self, grace: float = 5.0) -> None:
+        """Close its input (it ends by itself when it sees that), and kill it if it has not ended after ``grace`` s."""
+        with contextlib.suppress(OSError):   # a flush into a pipe whose reader died
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=grace)
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()   # reaped here: a Popen dropped while its process runs warns (a ResourceWarning)
+        if not self.ready:   # no reader thread was started to close its answers' pipe at the end
+            assert self.proc.stdout is not None
+            self.proc.stdout.close()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+_PARENTS: dict[str, WarmParent] = {}
+_PARENTS_GUARD = threading.Lock()
+
+
+def parent(env: dict[str, str], preload: tuple[str, ...]) -> WarmParent | None:
+    """The warm parent for this environment and these libraries (started on first use, shared by every runner of
+    the process); None where it does not start or is not ready."""
+    stamp = json.dumps([sys.executable, env, preload], sort_keys=True)
+    with _PARENTS_GUARD:
+        warm = _PARENTS.get(stamp)
+        if warm is None or not warm.alive:
+            if warm is not None:
+                warm.close()
+            try:
+                warm = WarmParent(env, preload)
+            except (OSError, ValueError):
+                return None
+            if not warm.ready:
+                warm.close()
+                return None
+            if not _PARENTS:
+                atexit.register(close_all)
+            _PARENTS[stamp] = warm
+        return warm
+
+
+def close_all() -> None:
+    """Close every warm parent of this process (at its exit)."""
+    with _PARENTS_GUARD:
+        for warm in _PARENTS.values():
+            warm.close()
+        _PARENTS.clear()
 
 
 if __name__ == "__main__":

@@ -66,19 +66,20 @@ class _Audit(Treeprocessor):
 
 
 class _QuizKeys(Preprocessor):
-    """The quick checks' rules that the Markdown shows (``quiz_source.py``), as ``numbook verify`` applies them.
-
-    It runs after the claim preprocessor, on the text the claims were verified in and with their records
-    (the values the options are bound to); without the numbook extension, on the lines as they are.
+    """The quick checks' rules that the Markdown shows (``numbook.core.quizzes``), on a page the claim processor
+    does not verify (no numbook extension, no page, or a page whose front matter failed): on the lines as they
+    are. A verified page's quick checks were read with it, with the records of the claims their options bind
+    (``numbook.core.bookpass.check_page``), as ``numbook verify`` reads them.
     """
 
     def run(self, lines: list[str]) -> list[str]:
         if getattr(self.md, "_original_md", None) is not None:
             return lines   # markdown-exec's inner conversion of already rendered text
         ext = extension_of(self.md)
-        rep = ext.last_report if ext is not None and ext.context(self.md) is not None else None
-        text, records = (rep.text, rep.records) if rep is not None else ("\n".join(lines), [])
-        for line, message in quiz_faults(text, records):
+        page = ext.page() if ext is not None else None
+        if page is not None and page.verify:
+            return lines
+        for line, message in quiz_faults("\n".join(lines)):
             warn(self.md, line, message)
         return lines
 

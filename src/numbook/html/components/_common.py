@@ -9,10 +9,9 @@ from markdown import Markdown
 from markdown.preprocessors import Preprocessor
 
 from numbook.core.structure import walk
-from numbook.core.verify import PageContext
-from numbook.html.extension import extension_of, report
+from numbook.html.extension import report
 
-__all__ = ["BLOCK_START", "Locator", "warn", "sub", "add_class", "has_class", "current_page"]
+__all__ = ["BLOCK_START", "Locator", "warn", "sub", "add_class", "has_class"]
 
 BLOCK_START = re.compile(r"^[ \t]*(/{3,})[ ]*([\w-]+)")
 
@@ -45,12 +44,6 @@ class Locator(Preprocessor):
     def next_line(self, name: str, index: int) -> int | None:
         found = self.lines.get(name, [])
         return found[index] if index < len(found) else None
-
-
-def current_page(md: Markdown) -> PageContext | None:
-    """The context of the page ``md`` converts, from the numbook extension's session."""
-    ext = extension_of(md)
-    return ext.context(md) if ext is not None else None
 
 
 def warn(md: Markdown, line: int | None, message: str) -> None:

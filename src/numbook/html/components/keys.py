@@ -1,9 +1,12 @@
 """The claims in a quick check's options, once rendered: their tooltips wait for the reader's answer.
 
 The key's rules (a number key must be a claim, the ``[x]`` must bind the declared answer, no wrong
-option may also be true) are read from the Markdown, in ``quiz_source.py``, so ``numbook verify``
-applies them too. This module runs after inline processing, when a claim is a stashed element, and
-reads the claim's verification record (``NumbookExtension.stashed``), never the HTML it renders as.
+option may also be true) are read from the Markdown (``numbook.core.quizzes``) when the page is
+verified, so ``numbook verify`` applies them too. This module runs after inline processing, when a
+claim is a stashed element: it finds the claims of an option by the placeholders Python-Markdown's
+``htmlStash`` put in its text, reads each one's verification record (``NumbookExtension.stashed``,
+by stash index) and renders the claim again from its record; it never reads the HTML a claim
+renders as.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ verified against the check like any number in the prose, and named in the header
         answer: xw_shape
 
 The key rules (the count of ``[x]``, the answer, a wrong option that is also true) are read from
-the Markdown (``quiz_source.py``), so ``numbook verify`` reports them too; this block reports what
-only the parsed block shows.
+the Markdown (``numbook.core.quizzes``) with the page's verification, so ``numbook verify`` reports
+them too; this block reports what only the parsed block shows.
 """
 
 from __future__ import annotations
@@ -69,11 +69,11 @@ class Quiz(ComponentBlock):
     OPTIONS = {
         "id": ("", type_id),
         "label": ("Quick check", type_text),
-        "answer": ("", type_text),   # the value the key binds (read and checked in quiz_source.py)
+        "answer": ("", type_text),   # the value the key binds (read and checked in numbook.core.quizzes)
     }
 
     def on_validate(self, parent: etree.Element) -> bool:
-        return True   # the question, like every rule the Markdown shows, is checked in quiz_source.py
+        return True   # the question, like every rule the Markdown shows, is checked in numbook.core.quizzes
 
     def on_create(self, parent: etree.Element) -> etree.Element:
         self.qid = self.unique_id("nb-" + (self.options["id"] or f"quiz-{self.ordinal}"))
@@ -96,7 +96,7 @@ class Quiz(ComponentBlock):
         if not len(self.prompt) and not (self.prompt.text or "").strip():
             block.remove(self.prompt)
 
-        opts = [o for o in options if o is not None]   # their count and key: quiz_source.py
+        opts = [o for o in options if o is not None]   # their count and key: numbook.core.quizzes
 
         group = sub(block, "div", class_="nb-quiz__group", role="group", aria_labelledby=f"{self.qid}-q")
         ul = sub(group, "ul", class_="nb-quiz__options")

@@ -12,24 +12,43 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-import numbook.run.runner as runner_mod
+import numbook.run.standalone as standalone
+import numbook.run.warm as warm_mod
 from _project import project
 from numbook.core.result import read_header
-from numbook.run.runner import ZYGOTE_ENV, Runner, _close_zygotes, _Zygote
+from numbook.run.executor import warm_environment
+from numbook.run.runner import Runner
+from numbook.run.warm import OLD_WARM_ENV, WARM_ENV, WarmParent, close_all
 
 
 @pytest.fixture(autouse=True)
 def _own_warm_parent() -> None:
     """Each test starts its own warm parent: the runner shares one per process, which would let only the
     first test of a session see how a warm parent is started."""
-    _close_zygotes()
+    close_all()
 
 
 
 LIGHT = ("numpy",)   # a warm parent that starts in a fraction of a second: what these tests fork needs no torch
+
+
+def run_as_notebook(runner: Runner, check: Path, *cells: str, timeout: float) -> dict[str, Any]:
+    """Run ``cells`` as the run-it-yourself notebook of ``check`` runs (standalone.execute with the runner: in the
+    check's sandbox, forked from the warm parent where the check would be): ``{"cells": [{"execution_count",
+    "outputs"}...], "error": None}``, or ``{"cells": [], "error": what the run raised}``."""
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {},
+          "cells": [{"cell_type": "code", "id": f"c{i}", "metadata": {}, "execution_count": None, "outputs": [],
+                     "source": src} for i, src in enumerate(cells)]}
+    try:
+        ran = standalone.execute(nb, check.parent, timeout=int(timeout), runner=runner, check=check)
+    except standalone.NotebookError as exc:
+        return {"cells": [], "error": str(exc)}
+    return {"cells": [{"execution_count": c["execution_count"], "outputs": c["outputs"]} for c in ran["cells"]],
+            "error": None}
 
 
 WHO = """
@@ -58,7 +77,7 @@ def test_a_check_that_imports_numpy_is_forked_and_sees_what_a_fresh_interpreter_
     monkeypatch.setenv("NUMBOOK_TEST_STRAY", "leaked")   # the runner's own environment: never the check's
     forked = Runner(root, cache_dir=None).result("who.py")
     again = Runner(root, cache_dir=None).result("who.py")
-    monkeypatch.setenv(ZYGOTE_ENV, "0")
+    monkeypatch.setenv(WARM_ENV, "0")
     fresh = Runner(root, cache_dir=None).result("who.py")
     assert (forked.status, fresh.status) == ("ok", "ok"), forked.stderr + fresh.stderr
     assert forked.values["parent"] != os.getpid()          # a child of the warm parent ...
@@ -146,7 +165,8 @@ def test_the_cells_of_a_notebook_run_in_a_forked_shell_with_their_own_scratch_fo
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NUMBOOK_DEVICE", "cpu: test")
     runner = Runner(tmp_path, cache_dir=None, preload=LIGHT)
-    cells = [f"import os, sys, tempfile\nprint(os.getcwd() == {str(tmp_path)!r})",
+    check = project(tmp_path, nb="import numpy\n") / "checks" / "nb.py"
+    cells = ["import os, sys, tempfile\nprint(os.getcwd() == os.path.join(os.environ['NUMBOOK_SCRATCH'], 'work'))",
              "{k: os.environ.get(k, '-') for k in ('NUMBOOK_DEVICE', 'PYTHONHASHSEED', 'NB_STRAY')}",
              "os.environ['TMPDIR'] == tempfile.gettempdir() and os.environ['MPLCONFIGDIR'].startswith("
              "os.path.dirname(os.environ['TMPDIR']))",
@@ -154,8 +174,8 @@ def test_the_cells_of_a_notebook_run_in_a_forked_shell_with_their_own_scratch_fo
              "os.path.basename(os.environ['XDG_CONFIG_HOME']), os.environ['TEMP'] == os.environ['TMP'] == "
              f"os.environ['TMPDIR'], os.getppid() != {os.getpid()}"]
     monkeypatch.setenv("NB_STRAY", "leaked")
-    done = runner.run_cells(cells, tmp_path, timeout=60)
-    assert done is not None and done["error"] is None
+    done = run_as_notebook(runner, check, *cells, timeout=60)
+    assert done["error"] is None
     shown = [[(o.get("name") or o["output_type"], "".join(o.get("text") or o["data"]["text/plain"]))
               for o in c["outputs"]] for c in done["cells"]]
     assert shown == [[("stdout", "True\n")],
@@ -165,18 +185,28 @@ def test_the_cells_of_a_notebook_run_in_a_forked_shell_with_their_own_scratch_fo
     assert [c["execution_count"] for c in done["cells"]] == [1, 2, 3, 4]
 
 
-def test_a_notebook_that_hangs_or_kills_its_shell_is_an_error_and_no_warm_parent_means_a_kernel(
+def test_a_notebook_that_hangs_or_kills_its_shell_is_an_error_and_no_warm_parent_means_a_fresh_interpreter(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     runner = Runner(tmp_path, cache_dir=None, preload=LIGHT)
-    assert runner.run_cells(["import time\ntime.sleep(30)"], tmp_path, timeout=1) == {
+    check = project(tmp_path, nb="import numpy\n") / "checks" / "nb.py"
+    assert run_as_notebook(runner, check, "import time\ntime.sleep(30)", timeout=1) == {
         "cells": [], "error": "the notebook did not finish in 1 s"}
-    died = runner.run_cells(["import os\nos.write(2, b'going\\n')\nos._exit(3)"], tmp_path, timeout=30)
+    died = run_as_notebook(runner, check, "import os\nos.write(2, b'going\\n')\nos._exit(3)", timeout=30)
     assert died == {"cells": [], "error": "going"}
-    silent = runner.run_cells(["import os\nos._exit(3)"], tmp_path, timeout=30)
+    silent = run_as_notebook(runner, check, "import os\nos._exit(3)", timeout=30)
     assert silent == {"cells": [], "error": "the notebook's process ended without a result"}
-    assert Runner(tmp_path, cache_dir=None, preload=()).run_cells(["1"], tmp_path, timeout=30) is None
-    monkeypatch.setenv(ZYGOTE_ENV, "0")
-    assert runner.run_cells(["1"], tmp_path, timeout=30) is None
+    parent = "import os\nos.getppid()"   # the runner's own process, where no warm parent forks the shell
+
+    def ran_by(r: Runner) -> str:
+        return "".join(run_as_notebook(r, check, parent, timeout=30)["cells"][0]["outputs"][0]["data"]["text/plain"])
+
+    assert ran_by(runner) != str(os.getpid())
+    assert ran_by(Runner(tmp_path, cache_dir=None, preload=())) == str(os.getpid())
+    monkeypatch.setenv(WARM_ENV, "0")
+    assert ran_by(runner) == str(os.getpid())
+    monkeypatch.delenv(WARM_ENV)
+    monkeypatch.setenv(OLD_WARM_ENV, "0")   # the name it had before
+    assert ran_by(runner) == str(os.getpid())
 
 
 def test_a_check_that_kills_the_warm_parent_is_an_error_that_says_so_not_a_timeout(tmp_path: Path) -> None:
@@ -220,12 +250,13 @@ def test_what_the_warm_parent_imports_sees_the_scrubbed_environment_and_a_neutra
     monkeypatch.setenv("NUMBOOK_TEST_STRAY", "leaked")
     monkeypatch.chdir(root)
     runner = Runner(root, cache_dir=None, preload=("probe",))
-    done = runner.run_cells([f"import probe\nprobe.SEEN['stray'], probe.SEEN['cwd'] != {str(root)!r}"], tmp_path,
-                            timeout=60)
+    done = run_as_notebook(runner, root / "checks" / "a.py",
+                     f"import probe\nprobe.SEEN['stray'], probe.SEEN['cwd'] != {str(root)!r}", timeout=60)
     res = runner.result("a.py")
     assert res.status == "ok", res.stderr
     assert res.values["stray"] == "absent" and res.values["cwd"] != str(root)
-    assert done is not None and "".join(done["cells"][0]["outputs"][0]["data"]["text/plain"]) == "('absent', True)"
+    assert done["error"] is None, done["error"]
+    assert "".join(done["cells"][0]["outputs"][0]["data"]["text/plain"]) == "('absent', True)"
     assert "probe: imported" not in capfd.readouterr().err
 
 
@@ -250,27 +281,29 @@ def test_bytes_that_are_not_utf8_come_back_replaced_not_as_a_crash(tmp_path: Pat
     fresh = Runner(root, cache_dir=None, preload=()).result("raw.py")
     for res in (forked, fresh):
         assert (res.status, res.stdout, res.stderr) == ("error", "bad \ufffd\n", "worse \ufffd\n")
-    died = Runner(root, cache_dir=None, preload=LIGHT).run_cells(
-        ["import os\nos.write(2, b'gone \\xff\\n')\nos._exit(3)"], tmp_path, timeout=30)
+    died = run_as_notebook(Runner(root, cache_dir=None, preload=LIGHT), root / "checks" / "raw.py",
+                     "import os\nos.write(2, b'gone \\xff\\n')\nos._exit(3)", timeout=30)
     assert died == {"cells": [], "error": "gone \ufffd"}
 
 
 def test_notebook_cells_leave_only_what_they_write_in_their_folder_and_a_timeout_ends_promptly(
         tmp_path: Path) -> None:
-    work = tmp_path / "nb"
-    work.mkdir()
+    work = tmp_path / "checks"   # the folder a notebook run outside the sandbox would run in: this one is not used
     runner = Runner(tmp_path, cache_dir=None, preload=LIGHT)
-    done = runner.run_cells(["print('hi')", "open('mine.txt', 'w').write('x')"], work, timeout=60)
-    assert done is not None and done["error"] is None
-    assert sorted(p.name for p in work.iterdir()) == ["mine.txt"]
+    check = project(tmp_path, nb="import numpy\n") / "checks" / "nb.py"
+    done = run_as_notebook(runner, check, "print('hi')", "open('mine.txt', 'w').write('x')",
+                     "import os\nsorted(os.listdir())", timeout=60)
+    assert done["error"] is None
+    assert "".join(done["cells"][2]["outputs"][0]["data"]["text/plain"]) == "['mine.txt']"
+    assert sorted(p.name for p in work.iterdir()) == ["nb.py"]
     started = time.monotonic()
-    assert runner.run_cells(["import time\ntime.sleep(60)"], work, timeout=1) == {
+    assert run_as_notebook(runner, check, "import time\ntime.sleep(60)", timeout=1) == {
         "cells": [], "error": "the notebook did not finish in 1 s"}
     assert time.monotonic() - started < 15
 
 
 def test_closing_a_warm_parent_ends_it_even_when_it_stopped_answering_or_already_died() -> None:
-    stopped = _Zygote(Runner._zygote_env(), ("json",))
+    stopped = WarmParent(warm_environment(), ("json",))
     assert stopped.ready
     os.kill(stopped.proc.pid, signal.SIGSTOP)         # it can no longer see its input close
     started = time.monotonic()
@@ -279,7 +312,7 @@ def test_closing_a_warm_parent_ends_it_even_when_it_stopped_answering_or_already
     assert stopped.proc.returncode == -signal.SIGKILL and 0.4 < time.monotonic() - started < 10
     assert not os.path.exists(stopped.home)
 
-    dead = _Zygote(Runner._zygote_env(), ("json",))
+    dead = WarmParent(warm_environment(), ("json",))
     dead.proc.kill()
     dead.proc.wait()
     assert dead.proc.stdin is not None
@@ -291,7 +324,7 @@ def test_closing_a_warm_parent_ends_it_even_when_it_stopped_answering_or_already
 def test_a_request_whose_warm_parent_dies_before_it_forks_gets_no_child() -> None:
     """start() waits for the child's pid; if the warm parent dies first, it answers None (run fresh), not an
     error and not a hang."""
-    warm = _Zygote(Runner._zygote_env(), ("json",))
+    warm = WarmParent(warm_environment(), ("json",))
     os.kill(warm.proc.pid, signal.SIGSTOP)
     got: list[object] = []
     asker = threading.Thread(target=lambda: got.append(
@@ -325,24 +358,29 @@ def test_a_request_whose_warm_parent_dies_before_it_forks_gets_no_child() -> Non
 def test_which_checks_are_forked_from_the_warm_parent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str,
                                                       warm: bool) -> None:
     asked: list[tuple[dict[str, str], tuple[str, ...]]] = []
-    monkeypatch.setattr(runner_mod, "_zygote", lambda env, preload: asked.append((env, preload)) or "warm parent")
+    monkeypatch.setattr(warm_mod, "parent", lambda env, preload: asked.append((env, preload)) or "warm parent")
     root = project(tmp_path, c=source)
-    got = Runner(root, cache_dir=None)._warm(read_header(source), root / "checks" / "c.py")
+    got = Runner(root, cache_dir=None).executor.warm_parent(read_header(source), root / "checks" / "c.py")
     assert got == ("warm parent" if warm else None)
-    assert asked == ([(Runner._zygote_env(), ("torch", "numpy"))] if warm else [])
+    assert asked == ([(warm_environment(), ("torch", "numpy"))] if warm else [])
 
 
 def test_no_warm_parent_without_a_preload_a_file_or_when_switched_off(tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(runner_mod, "_zygote", lambda env, preload: "warm parent")
-    assert Runner(project(tmp_path, c="import numpy\n"), cache_dir=None)._warm(
+    monkeypatch.setattr(warm_mod, "parent", lambda env, preload: "warm parent")
+    assert Runner(project(tmp_path, c="import numpy\n"), cache_dir=None).executor.warm_parent(
         read_header(""), tmp_path / "checks" / "c.py") == "warm parent"
     root = project(tmp_path, c="import numpy\n")
     header = read_header("import numpy\n")
-    assert Runner(root, cache_dir=None, preload=())._warm(header, root / "checks" / "c.py") is None
-    assert Runner(root, cache_dir=None)._warm(header, root / "checks" / "gone.py") is None
-    monkeypatch.setenv(ZYGOTE_ENV, "0")
-    assert Runner(root, cache_dir=None)._warm(header, root / "checks" / "c.py") is None
+    assert Runner(root, cache_dir=None, preload=()).executor.warm_parent(header, root / "checks" / "c.py") is None
+    assert Runner(root, cache_dir=None).executor.warm_parent(header, root / "checks" / "gone.py") is None
+    monkeypatch.setenv(WARM_ENV, "0")
+    assert Runner(root, cache_dir=None).executor.warm_parent(header, root / "checks" / "c.py") is None
+    monkeypatch.delenv(WARM_ENV)
+    monkeypatch.setenv(OLD_WARM_ENV, "0")   # the name it had before
+    assert Runner(root, cache_dir=None).executor.warm_parent(header, root / "checks" / "c.py") is None
+    monkeypatch.setenv(WARM_ENV, "1")       # the new name, where both are set
+    assert Runner(root, cache_dir=None).executor.warm_parent(header, root / "checks" / "c.py") == "warm parent"
 
 
 def test_the_warm_parent_gets_the_scrubbed_environment_a_fresh_check_would(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -350,7 +388,7 @@ def test_the_warm_parent_gets_the_scrubbed_environment_a_fresh_check_would(monke
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.setenv("LC_NUMBOOK_TEST", "x")
     monkeypatch.setenv("PYTHONHASHSEED", "random")
-    env = Runner._zygote_env()
+    env = warm_environment()
     assert "NUMBOOK_TEST_STRAY" not in env and env["PATH"] == os.environ["PATH"]
     assert (env["OMP_NUM_THREADS"], env["LC_NUMBOOK_TEST"]) == ("3", "x")
     assert (env["PYTHONHASHSEED"], env["PYTHONUNBUFFERED"], env["PYTHONDONTWRITEBYTECODE"]) == ("0", "1", "1")
@@ -358,12 +396,12 @@ def test_the_warm_parent_gets_the_scrubbed_environment_a_fresh_check_would(monke
 
 def test_waiting_for_a_forked_child_gives_its_exit_code_once_or_none_on_a_timeout(tmp_path: Path) -> None:
     root = project(tmp_path, quick="import sys\nsys.exit(3)\n", slow="import time\ntime.sleep(60)\n")
-    warm = _Zygote(Runner._zygote_env(), ("json",))
+    warm = WarmParent(warm_environment(), ("json",))
     try:
         (tmp_path / "work").mkdir()
-        quick = warm.start(tmp_path / "work", Runner._zygote_env(), tmp_path / "q.out", tmp_path / "q.err",
+        quick = warm.start(tmp_path / "work", warm_environment(), tmp_path / "q.out", tmp_path / "q.err",
                            check=root / "checks" / "quick.py")
-        slow = warm.start(tmp_path / "work", Runner._zygote_env(), tmp_path / "s.out", tmp_path / "s.err",
+        slow = warm.start(tmp_path / "work", warm_environment(), tmp_path / "s.out", tmp_path / "s.err",
                           check=root / "checks" / "slow.py")
         assert quick is not None and slow is not None and quick[0] != slow[0]
         assert warm.wait(quick[0], 30) == 3
@@ -384,7 +422,7 @@ def test_a_warm_parent_whose_process_cannot_start_leaves_no_folder_behind(tmp_pa
         raise OSError("no interpreter there")
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr(runner_mod.subprocess, "Popen", refuse)
+    monkeypatch.setattr(warm_mod.subprocess, "Popen", refuse)
     with pytest.raises(OSError, match="no interpreter there"):
-        _Zygote(Runner._zygote_env(), ("json",))
+        WarmParent(warm_environment(), ("json",))
     assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,153 @@
+"""The result cache: a check's first key, and the entries it names, checked against the files their run read.
+
+The cache has two phases. The *first key* (:func:`first_key`) hashes what is known before a run:
+the check's path and source, the values of the environment variables its header declares (and of
+the thread settings, numbook.run.executor's KEYED), the Python/torch/numpy versions, the device,
+its timeout and memory limit, how checks are run (the sandbox and the warm parent) and the cache
+format. It names one cache entry, ``<cache_dir>/<first key>.json``: a result as
+:meth:`CheckResult.to_dict` writes it, with the cache format. The entry lists every file the run
+read with the hash of its content (project files by their path in the project, other files by
+their absolute path; the system's and the installed software's files are left out, the versions
+and the device standing for them) and every folder it listed with the hash of its sorted names;
+it serves a build only while every one of those still has that hash (a deleted file invalidates
+it too). Failed runs (error, timeout, out of memory) are cached the same way: they are not re-run
+until something they depend on changes. Paths in the project are relative to its root
+(:func:`relative`), so a copy of the project keeps its cache.
+
+A *bundle* carries the entries of one machine's results to another (``numbook merge``), where each
+is still checked against its files when it is used; *pruning* removes the entries no check of
+this build keyed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numbook.run.sandbox as sandbox
+from numbook.core.result import CheckHeader, CheckResult
+from numbook.run.executor import KEYED, MACHINERY
+
+__all__ = ["CACHE_VERSION", "ResultCache", "first_key", "relative"]
+
+CACHE_VERSION = "3"
+
+
+def relative(root: Path, path: Path) -> str:
+    """How the cache and a result name a file: relative to ``root`` in the project, else by its own path."""
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def first_key(rel: str, source: bytes, header: CheckHeader, *, versions: dict[str, str], device: str,
+              timeout: float, memory: int | None, perturb: str | None = None) -> tuple[str, str]:
+    """(first cache key, hash of the check's own source) of the check ``rel`` whose source is ``source``, run with
+    ``timeout`` seconds and a ``memory`` limit (None: no limit); ``perturb`` names the input a nudged run nudges."""
+    own = hashlib.sha256(source).hexdigest()
+    declared = {name: os.environ.get(name) for name in header.env}
+    settings = {name: os.environ[name] for name in sorted(KEYED) if name in os.environ}
+    parts = [CACHE_VERSION, MACHINERY, rel, own, declared, settings, versions, device, timeout, memory,
+             header.requires]
+    if perturb:
+        parts.append({"perturb": perturb})
+    key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]
+    return key, own[:20]
+
+
+class ResultCache:
+    """The cache entries of one project in ``folder`` (None: no cache), and the hashes of the files runs read."""
+
+    def __init__(self, root: Path, folder: Path | None) -> None:
+        self.root = root
+        self.folder = folder
+        self.keys: set[str] = set()   # every first key this build computed: what pruning keeps
+        self._guard = threading.Lock()
+        self._hashes: dict[tuple[str, int, int, int], str | None] = {}
+
+    def keep(self, key: str) -> None:
+        """Note a first key this build computed (pruning keeps its entry)."""
+        with self._guard:
+            self.keys.add(key)
+
+    def file_hash(self, rel: str) -> str | None:
+        """The hash of a file a run read, as the sandbox records it: ``rel`` relative to the root or absolute
+        (outside the project), and ending in ``/`` for a folder's listing (the hash of its sorted names);
+        None where it does not exist. Kept while the file's size, time and inode stay as they were."""
+        path = self.root / rel
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        stamp = (rel, st.st_mtime_ns, st.st_size, st.st_ino)
+        if stamp not in self._hashes:
+            digest = sandbox.listing_hash if rel.endswith("/") else sandbox.file_hash
+            self._hashes[stamp] = digest(str(path))
+        return self._hashes[stamp]
+
+    def fresh(self, reads: dict[str, str | None]) -> bool:
+        """Whether every file among ``reads`` (file -> its hash when it was read; None: absent) has that hash now."""
+        return all(self.file_hash(rel) == digest for rel, digest in reads.items())
+
+    def load(self, key: str) -> CheckResult | None:
+        """The cached result under ``key``, if every file its run read still has the hash it had."""
+        if self.folder is None:
+            return None
+        f = self.folder / f"{key}.json"
+        if not f.is_file():
+            return None
+        try:
+            data = json.loads(f.read_text(encoding="utf-8"))
+            res = CheckResult.from_dict(data)
+        except (ValueError, TypeError):
+            return None
+        if data.get("cache_version") != CACHE_VERSION or res.key != key or not self.fresh(res.reads):
+            return None
+        res.cached = True
+        return res
+
+    def store(self, res: CheckResult) -> None:
+        """Write the result of a run (ok or failed) under its key; a result derived from frozen measurements is
+        never stored."""
+        if self.folder is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{res.key}.{os.getpid()}.{threading.get_ident()}.tmp"
+        tmp.write_text(json.dumps({**res.to_dict(), "cache_version": CACHE_VERSION}), encoding="utf-8")
+        tmp.replace(self.folder / f"{res.key}.json")
+
+    def bundle(self, results: list[CheckResult], device: str, versions: dict[str, str]) -> dict[str, Any]:
+        """The cache entries of these results, for ``numbook merge`` on another machine."""
+        entries = {}
+        for res in results:
+            f = self.folder / f"{res.key}.json" if self.folder is not None else None
+            if f is not None and f.is_file():
+                entries[res.key] = json.loads(f.read_text(encoding="utf-8"))
+        return {"numbook_bundle": 1, "device": device, "versions": versions, "entries": entries}
+
+    def merge(self, bundle: dict[str, Any]) -> int:
+        """Write a bundle's entries into this cache; how many. Each is still checked against its files when used."""
+        if self.folder is None or bundle.get("numbook_bundle") != 1:
+            raise ValueError("not a numbook result bundle (or this runner has no cache)")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        for key, data in bundle["entries"].items():
+            (self.folder / f"{key}.json").write_text(json.dumps(data), encoding="utf-8")
+        return len(bundle["entries"])
+
+    def prune(self) -> int:
+        """Remove every entry whose first key this build did not compute; how many were removed."""
+        if self.folder is None or not self.folder.is_dir():
+            return 0
+        with self._guard:
+            keep = set(self.keys)
+        pruned = 0
+        for f in self.folder.glob("*.json"):
+            if f.stem not in keep:
+                f.unlink(missing_ok=True)
+                pruned += 1
+        return pruned

@@ -131,7 +131,8 @@ def run_notebook(cells: list[str], out: str) -> None:
 
     results: list[dict[str, Any]] = []
 
-    class KernelDisplayHook(DisplayHook):   # what ipykernel's hook publishes, kept instead of printed
+    # IPython is typed where the book's environment has it, Any where the lint session's has none: both pass
+    class KernelDisplayHook(DisplayHook):  # type: ignore[misc,unused-ignore]  # kept, as ipykernel's hook publishes
         def start_displayhook(self) -> None:
             pass
 
@@ -152,7 +153,7 @@ def run_notebook(cells: list[str], out: str) -> None:
     for source in cells:
         results.clear()
         with capture_output() as cap:
-            run = shell.run_cell(source, store_history=True)  # type: ignore[no-untyped-call]
+            run = shell.run_cell(source, store_history=True)  # type: ignore[no-untyped-call,unused-ignore]
         outputs: list[dict[str, Any]] = []
         for name, text in (("stdout", cap.stdout), ("stderr", cap.stderr)):
             if text and not (name == "stdout" and run.error_in_exec is not None):   # stdout then holds the traceback

@@ -23,21 +23,33 @@ code after them, so that a build without a GPU can derive it again from the froz
     step_s = measurement("step_s", lambda: time_one_step(), unit="s")   # only this runs on the GPU
     tbs = value("achieved_tbs", nbytes / step_s / 1e12, unit="TB/s", measured="one decode step")
     sanity("below_peak", tbs < PEAK_TBS, "no step moves its bytes faster than the datasheet allows")
+
+A measured figure carries how it was obtained: the samples behind it, the repeats (seeds, runs) and an
+interval. ``estimate()`` computes it from one figure per repeat and records it (a t interval over the
+repeats, or a percentile bootstrap with a fixed seed); ``value(..., n=, repeats=, interval=, interval_kind=)``
+records one computed elsewhere:
+
+    p99 = estimate("p99_ttft_ms", [p99_of(seed) for seed in range(5)], unit="ms", n=480, repeated="seeds",
+                   measured="TTFT of 96 requests per seed, served on this machine")
+    print(f"p99 TTFT {p99:.1f} ms, 95% CI {p99.lo:.1f}-{p99.hi:.1f} ms")
 """
 
 from __future__ import annotations
 
 import atexit
 import json
+import math
 import os
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-__all__ = ["given", "value", "sanity", "figure", "fact", "measurement", "replaying", "SanityError", "FactError",
-           "MeasurementError", "RESULT_ENV", "PERTURB_ENV", "FACTS_ENV", "MEASUREMENTS_ENV"]
+__all__ = ["given", "value", "sanity", "figure", "fact", "measurement", "replaying", "estimate", "Estimate",
+           "t_quantile", "SanityError", "FactError", "MeasurementError", "RESULT_ENV", "PERTURB_ENV", "FACTS_ENV",
+           "MEASUREMENTS_ENV"]
 
 RESULT_ENV = "NUMBOOK_RESULT"
 PERTURB_ENV = "NUMBOOK_PERTURB"
@@ -64,6 +76,7 @@ _state: dict[str, Any] = {
     "facts": {},
     "fixed": {},
     "measured": {},
+    "uncertainty": {},
     "nudges": {},
     "measurements": {},
 }
@@ -237,7 +250,8 @@ def fact(key: str, name: str, *, unit: str | None = None, nudge: float | None = 
 
 
 def value(name: str, x: T, *, unit: str | None = None, dtype: str | None = None, fixed: str | None = None,
-          measured: str | None = None) -> T:
+          measured: str | None = None, n: int | None = None, repeats: int | None = None, repeated: str = "runs",
+          interval: tuple[float, float] | None = None, interval_kind: str | None = None) -> T:
     """Record a computed value that claims in the prose can bind to; returns ``x``.
 
     ``unit`` (``"MB"``, ``"MiB"``, ``"ms"``…) is checked against a unit word written after a
@@ -248,16 +262,217 @@ def value(name: str, x: T, *, unit: str | None = None, dtype: str | None = None,
     ``measured`` says what was timed or measured on this machine: such a value moves from run to
     run whatever the inputs, so ``--perturb`` leaves it out of its comparisons (noise would pass
     every input as live) and lists it apart; the page states it only as a bound.
+
+    A measured value says how it was obtained with all four of: ``n``, the samples behind it over all
+    repeats; ``repeats``, how many times the measurement was repeated (``repeated`` names them in the plural:
+    ``"seeds"``, ``"runs"``); ``interval=(lo, hi)``, which must contain ``x``; and ``interval_kind``, its level
+    and how it was computed (``"95% t interval over 5 seeds"``). The page shows them beside every claim of the
+    value, and the claims are tested against the interval. ``estimate()`` computes all of it.
     """
     if fixed and measured:
         raise ValueError(f"value {name!r} cannot be both fixed and measured")
+    spread = _uncertainty(name, x, measured, n, repeats, repeated, interval, interval_kind)
     _register("values", name, x)
     if fixed:
         _state["fixed"][name] = fixed
     if measured:
         _state["measured"][name] = measured
+    if spread is not None:
+        _state["uncertainty"][name] = spread
     _describe(name, x, unit, dtype)
     return x
+
+
+_LEVEL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*\S")
+"""The confidence level an ``interval_kind`` starts with: ``95% t interval over 5 seeds``."""
+
+
+def _count(name: str, what: str, x: Any, meaning: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+        raise ValueError(f"value {name!r}: {what} must be a positive whole number ({meaning}), not {x!r}")
+    return x
+
+
+def _uncertainty(name: str, x: Any, measured: str | None, n: Any, repeats: Any, repeated: Any, interval: Any,
+                 kind: Any) -> dict[str, Any] | None:
+    """The uncertainty record of a measured value (n, repeats, the interval and its kind), checked; None for none."""
+    given = {"n": n, "repeats": repeats, "interval": interval, "interval_kind": kind}
+    if all(v is None for v in given.values()):
+        return None
+    if not measured:
+        raise ValueError(f"value {name!r}: n, repeats and interval say how a measured value was obtained; say what "
+                         "was measured with measured=\"…\"")
+    missing = [k for k, v in given.items() if v is None]
+    if missing:
+        raise ValueError(f"value {name!r}: a measured value with an interval records n (the samples over all "
+                         "repeats), repeats (the runs or seeds), interval=(lo, hi) and interval_kind (\"95% t "
+                         f"interval over 5 seeds\"); missing: {', '.join(missing)}")
+    n = _count(name, "n", n, "the samples over all repeats")
+    repeats = _count(name, "repeats", repeats, "the runs or seeds measured")
+    if n < repeats:
+        raise ValueError(f"value {name!r}: n = {n} samples over {repeats} repeats: n counts the samples over all "
+                         "repeats, at least one per repeat")
+    if not isinstance(repeated, str) or not re.fullmatch(r"[A-Za-z][A-Za-z -]*", repeated.strip()):
+        raise ValueError(f"value {name!r}: repeated names what was repeated in the plural, like \"seeds\" or "
+                         f"\"runs\", not {repeated!r}")
+    point = _plain(x)
+    if isinstance(point, bool) or not isinstance(point, int | float) or not math.isfinite(point):
+        raise ValueError(f"value {name!r}: only a finite number can carry an interval, not {point!r}")
+    try:
+        lo, hi = (_plain(v) for v in interval)
+    except (TypeError, ValueError):
+        lo = hi = None
+    if any(isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) for v in (lo, hi)):
+        raise ValueError(f"value {name!r}: interval must be (lo, hi), two finite numbers, not {interval!r}")
+    ends = [float(lo), float(hi)]
+    if ends[0] > ends[1]:
+        raise ValueError(f"value {name!r}: interval {tuple(ends)!r} has its ends the wrong way round: write (lo, hi)")
+    if not ends[0] <= point <= ends[1]:
+        raise ValueError(f"value {name!r} = {point!r} lies outside its interval {tuple(ends)!r}: an interval must "
+                         "contain the point it qualifies")
+    m = _LEVEL.match(kind) if isinstance(kind, str) else None
+    level = float(m.group(1)) / 100 if m else 0.0
+    if not 0 < level < 1:
+        raise ValueError(f"value {name!r}: interval_kind {kind!r} must start with its confidence level and say how "
+                         "the interval was computed, like \"95% t interval over 5 seeds\" or \"95% percentile "
+                         "bootstrap over 480 requests\"")
+    return {"n": n, "repeats": repeats, "repeated": repeated.strip(), "lo": ends[0], "hi": ends[1], "level": level,
+            "kind": str(kind).strip()}
+
+
+# -- estimates of measured values ------------------------------------------------------------------
+# The statistics below use only the standard library (math, random, statistics): the run-it-yourself script
+# of a check (numbook.run.standalone) carries their source in place, so a reader's run computes the same
+# interval without numbook.
+
+
+def _t_within(t: float, df: int) -> float:
+    """P(|T| <= t) for Student's t with ``df`` degrees of freedom: the finite sums of Abramowitz and Stegun
+    26.7.3 (odd df) and 26.7.4 (even df), exact for every whole df."""
+    theta = math.atan(t / math.sqrt(df))
+    cos, sin = math.cos(theta), math.sin(theta)
+    c2 = cos * cos
+    if df % 2 == 1:
+        total, term = 0.0, cos
+        for k in range(1, (df - 1) // 2 + 1):   # cos θ + 2/3 cos³ θ + (2·4)/(3·5) cos⁵ θ + … (df - 2)
+            total += term
+            term *= c2 * (2 * k) / (2 * k + 1)
+        return min(1.0, 2 / math.pi * (theta + sin * total))
+    total, term = 0.0, 1.0
+    for k in range(1, df // 2 + 1):   # 1 + 1/2 cos² θ + (1·3)/(2·4) cos⁴ θ + … (df - 2)
+        total += term
+        term *= c2 * (2 * k - 1) / (2 * k)
+    return min(1.0, sin * total)
+
+
+def t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom: ``t_quantile(0.975, 4)`` is 2.776…,
+    the multiplier of a 95% t interval over 5 repeats. Exact to about 1e-12 (bisection on the exact
+    distribution function); past 100,000 degrees of freedom, the normal quantile."""
+    if isinstance(df, bool) or not isinstance(df, int) or df < 1:
+        raise ValueError(f"t_quantile: df must be a positive whole number, not {df!r}")
+    if not 0 < p < 1:
+        raise ValueError(f"t_quantile: p must lie strictly between 0 and 1, not {p!r}")
+    if p < 0.5:
+        return -t_quantile(1 - p, df)
+    within = 2 * p - 1   # P(|T| <= t) = 2p - 1
+    if df > 100_000:
+        from statistics import NormalDist
+
+        return NormalDist().inv_cdf(p)
+    lo, hi = 0.0, 1.0
+    while _t_within(hi, df) < within:
+        lo, hi = hi, hi * 2
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if _t_within(mid, df) < within:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-13 * hi:
+            break
+    return (lo + hi) / 2
+
+
+def _interval(xs: list[float], level: float, method: str, resamples: int, seed: int) -> tuple[float, float, float]:
+    """(mean, lo, hi): the mean of the per-repeat figures ``xs`` and its ``level`` interval, a t interval
+    (mean ± t · s / √r) or a percentile bootstrap of the mean (``resamples`` resamples of the repeats, drawn with
+    ``random.Random(seed)``)."""
+    import random
+    import statistics
+
+    r = len(xs)
+    point = math.fsum(xs) / r
+    if method == "t":
+        half = t_quantile((1 + level) / 2, r - 1) * statistics.stdev(xs) / math.sqrt(r)
+        return point, point - half, point + half
+    rng = random.Random(seed)
+    means = sorted(math.fsum(xs[rng.randrange(r)] for _ in range(r)) / r for _ in range(resamples))
+    alpha = 1 - level
+    lo = means[int(math.floor(alpha / 2 * resamples))]
+    hi = means[int(math.ceil((1 - alpha / 2) * resamples)) - 1]
+    return point, min(lo, point), max(hi, point)
+
+
+def _kind(level: float, method: str, r: int, repeated: str, resamples: int, seed: int) -> str:
+    """How an interval was computed, in words: ``95% t interval over 5 seeds``."""
+    over = f"over {r} {repeated}"
+    return (f"{level * 100:g}% t interval {over}" if method == "t"
+            else f"{level * 100:g}% percentile bootstrap {over} ({resamples} resamples, seed {seed})")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A measured value and its interval, as ``estimate()`` recorded them. ``float(e)`` and ``f"{e:.1f}"`` are the
+    point; ``e.lo`` and ``e.hi`` the interval's ends."""
+
+    point: float
+    lo: float
+    hi: float
+    n: int
+    repeats: int
+    kind: str
+
+    def __float__(self) -> float:
+        return self.point
+
+    def __format__(self, spec: str) -> str:
+        return format(self.point, spec)
+
+
+def estimate(name: str, per_repeat: Iterable[Any], *, measured: str, n: int, unit: str | None = None,
+             level: float = 0.95, method: str = "t", repeated: str = "runs", resamples: int = 2000,
+             seed: int = 0) -> Estimate:
+    """Record a measured value from one figure per repeat (a p99 per seed, a time per run), with its interval.
+
+    The value is the **mean of the per-repeat figures**; its interval is, by ``method``, a ``"t"`` interval
+    over the repeats (mean ± t · s / √r, with Student's t at ``r - 1`` degrees of freedom) or a percentile
+    ``"bootstrap"`` of that mean (``resamples`` resamples of the repeats, with a fixed ``seed``: the same
+    figures give the same interval). ``n`` is the samples behind the figure over all repeats (480 requests
+    over 5 seeds); ``repeated`` names the repeats in the plural, as the page shows them ("5 seeds").
+    ``measured`` says what was measured, as for ``value()``. At least two repeats. Returns an
+    :class:`Estimate`; the value is recorded as for ``value(name, point, unit=unit, measured=measured, n=n,
+    repeats=r, repeated=repeated, interval=(lo, hi), interval_kind=...)``.
+    """
+    try:
+        xs = [float(_plain(v)) for v in per_repeat]
+    except (TypeError, ValueError):
+        raise ValueError(f"estimate {name!r}: per_repeat must be numbers, one per repeat, not {per_repeat!r}") from None
+    if len(xs) < 2 or not all(math.isfinite(v) for v in xs):
+        raise ValueError(f"estimate {name!r}: an interval needs at least two finite figures, one per repeat "
+                         f"(got {xs!r})")
+    if method not in ("t", "bootstrap"):
+        raise ValueError(f"estimate {name!r}: method is \"t\" or \"bootstrap\", not {method!r}")
+    if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
+        raise ValueError(f"estimate {name!r}: level is a fraction between 0 and 1, like 0.95, not {level!r}")
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 100:
+        raise ValueError(f"estimate {name!r}: resamples must be a whole number of at least 100, not {resamples!r}")
+    point, lo, hi = _interval(xs, float(level), method, resamples, seed)
+    kind = _kind(float(level), method, len(xs), str(repeated).strip(), resamples, seed)
+    value(name, point, unit=unit, measured=measured, n=n, repeats=len(xs), repeated=repeated, interval=(lo, hi),
+          interval_kind=kind)
+    _state["lines"][name] = _caller_line(2)
+    return Estimate(point, lo, hi, n, len(xs), kind)
 
 
 def sanity(name: str, condition: Any, message: str = "", *, operands: tuple[Any, Any] | None = None,
@@ -383,6 +598,7 @@ def _write_result() -> None:
         "facts": _state["facts"],
         "fixed": _state["fixed"],
         "measured": _state["measured"],
+        "uncertainty": _state["uncertainty"],
         "nudges": _state["nudges"],
         "measurements": _state["measurements"],
         "cpu_s": time.process_time(),  # CPU seconds of this process, all threads: steadier than wall time

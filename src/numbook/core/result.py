@@ -11,7 +11,7 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["Status", "CheckResult", "CheckHeader", "read_header", "parse_memory", "format_bytes",
+__all__ = ["Status", "CheckResult", "Uncertainty", "CheckHeader", "read_header", "parse_memory", "format_bytes",
            "DEFAULT_MEMORY", "DEFAULT_CACHE_DIR", "DEFAULT_TIMEOUT", "FAILED", "FROZEN_HOW", "Source", "SOURCE_WORDS"]
 
 
@@ -136,6 +136,51 @@ def read_header(source: str) -> CheckHeader:
     return CheckHeader(requires, timeout, alone, memory, tuple(dict.fromkeys(env)))
 
 
+@dataclass(frozen=True)
+class Uncertainty:
+    """How a measured value was obtained, as ``numbook.check.value(..., n=, repeats=, interval=, interval_kind=)``
+    recorded it: the samples over all repeats, the repeats (``repeated`` names them: seeds, runs), and an interval
+    at a confidence ``level`` (0.95), computed as ``kind`` says (``95% t interval over 5 seeds``)."""
+
+    n: int
+    repeats: int
+    repeated: str
+    lo: float
+    hi: float
+    level: float
+    kind: str
+
+    @classmethod
+    def read(cls, data: Any) -> Uncertainty | None:
+        """The record of a result file, or None where there is none or it is not one (a result from elsewhere)."""
+        if not isinstance(data, dict):
+            return None
+        try:
+            n, repeats, lo, hi, level = (data[k] for k in ("n", "repeats", "lo", "hi", "level"))
+            if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, repeats)):
+                return None
+            if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi, level)):
+                return None
+            return cls(n, repeats, str(data.get("repeated") or "runs"), float(lo), float(hi), float(level),
+                       str(data.get("kind", "")))
+        except KeyError:
+            return None
+
+    @property
+    def repeats_words(self) -> str:
+        """``5 seeds``; ``1 run``."""
+        word = self.repeated if self.repeats != 1 else self.repeated.removesuffix("s")
+        return f"{self.repeats} {word}"
+
+    @property
+    def level_words(self) -> str:
+        """``95%``."""
+        return f"{self.level * 100:g}%"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 @dataclass
 class CheckResult:
     """The outcome of one run of one check."""
@@ -155,6 +200,8 @@ class CheckResult:
     facts: dict[str, Any] = field(default_factory=dict)      # input name -> {key, source, read} of a fact
     fixed: dict[str, str] = field(default_factory=dict)      # value name -> why no input moves it
     measured: dict[str, str] = field(default_factory=dict)   # value name -> what was measured on this machine
+    uncertainty: dict[str, Any] = field(default_factory=dict)  # measured value name -> {n, repeats, repeated, lo,
+    #                                                            hi, level, kind}: how it was obtained (Uncertainty)
     nudges: dict[str, float] = field(default_factory=dict)   # input name -> how far --perturb moves it
     measurements: dict[str, Any] = field(default_factory=dict)  # name -> {value, unit}: raw GPU measurements
     requires: str = "cpu"
@@ -211,6 +258,10 @@ class CheckResult:
         if name in self.inputs:
             return True, self.inputs[name]
         return False, None
+
+    def spread(self, name: str) -> Uncertainty | None:
+        """How the measured value ``name`` was obtained (its samples, repeats and interval), if the check said."""
+        return Uncertainty.read(self.uncertainty.get(name))
 
     def traceback_excerpt(self, limit: int = 12) -> str:
         """The last lines of the check's stderr (its traceback), indented."""

@@ -34,7 +34,7 @@ from numbook.run.executor import KEYED, MACHINERY
 
 __all__ = ["CACHE_VERSION", "ResultCache", "first_key", "relative"]
 
-CACHE_VERSION = "3"
+CACHE_VERSION = "4"   # 4: a result records the uncertainty of its measured values
 
 
 def relative(root: Path, path: Path) -> str:

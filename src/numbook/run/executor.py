@@ -68,7 +68,7 @@ _OOM = re.compile(r"MemoryError|DefaultCPUAllocator: can't allocate memory|Unabl
                   r"Cannot allocate memory")
 
 _RECORDS = ("inputs", "values", "figures", "sanity", "lines", "cpu_s", "units", "dtypes", "facts", "fixed", "nudges",
-            "measured", "measurements")
+            "measured", "uncertainty", "measurements")
 """What a check's result file holds (numbook.check's _write_result), each a field of CheckResult."""
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -66,6 +67,25 @@ _SHIM = {
 }
 
 
+def _stats() -> str:
+    """The statistics of ``numbook.check.estimate()`` written in place: a reader's run computes the same interval."""
+    import numbook.check as api
+
+    parts = [inspect.getsource(f).rstrip("\n") for f in (api._t_within, api.t_quantile, api._interval, api._kind,
+                                                           api.Estimate)]
+    estimate = ("def estimate(name, per_repeat, *, n=0, level=0.95, method=\"t\", repeated=\"runs\", "
+                "resamples=2000, seed=0, **_):\n"
+                "    xs = [float(v) for v in per_repeat]\n"
+                "    point, lo, hi = _interval(xs, level, method, resamples, seed)\n"
+                "    return Estimate(point, lo, hi, n, len(xs), _kind(level, method, len(xs), repeated, resamples, "
+                "seed))")
+    return "\n\n".join(["import math\nfrom dataclasses import dataclass", *parts, estimate]) + "\n"
+
+
+_STATS = ("estimate", "Estimate", "t_quantile")
+"""Names of the check API whose shim is the statistics block (``_stats``)."""
+
+
 class NotebookError(RuntimeError):
     """A generated notebook raised when it ran."""
 
@@ -80,6 +100,9 @@ def script(check: Path, checks_dir: Path, *, title: str, page_url: str = "") -> 
                "# given() and value() return their value; sanity() stops when its property does not hold."]
         if "fact" in names:
             out.append(f"_FACTS = {_facts(src, checks_dir)!r}  # from the book's checks/facts.yml, with sources")
+        if any(n in _STATS for n in names):
+            out.append("# estimate(): the mean of the per-repeat figures and its interval (t, or a seeded bootstrap)")
+            out.append(_stats().rstrip("\n"))
         for n in names:
             if n in _SHIM:
                 out.append(_SHIM[n].rstrip("\n"))

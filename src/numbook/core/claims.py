@@ -146,6 +146,20 @@ class ClaimLiteral:
         digits = format(abs(self.number), "f").replace(".", "").lstrip("0")
         return max(len(digits), 1)
 
+    @property
+    def quantum(self) -> Decimal | None:
+        """One unit of the last digit written, in the literal's scale (a percentage in percent): 1 for ``41`` and
+        ``three``, 0.1 for ``41.2`` and ``17.6%``, 10^5 for ``6.55e7``, 1 for the bound ``under 50``; None for a
+        shape or a vector."""
+        if self.number is None or self.kind in (Kind.SHAPE, Kind.VECTOR):
+            return None
+        if self.kind == Kind.SCI:
+            return Decimal(1).scaleb(self.number.adjusted() - self.places + 1)
+        if self.kind == Kind.BOUND:
+            exponent = self.number.as_tuple().exponent
+            return Decimal(1).scaleb(min(0, exponent) if isinstance(exponent, int) else 0)
+        return Decimal(1).scaleb(-self.places)
+
     def matches(self, value: Any) -> bool:
         """Whether ``value`` (as a check recorded it) is what this literal says; never raises."""
         try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from numbook.core.structure import code_spans, heading, walk
 
 __all__ = ["RELATION_WORDS", "WINDOW", "RelationSentence", "relation_sentences", "ALLOW", "Stated", "Segment",
-           "stated_relations", "declared_relations", "sanity_segments", "NAMES", "POLAR", "NEG"]
+           "stated_relations", "declared_relations", "sanity_segments", "NAMES", "POLAR", "NEG", "bound_before"]
 
 WINDOW = 8
 """Words of threshold and cause (first, past, because …) and the place words above and below count within
@@ -328,3 +328,79 @@ def _segments(line: int, sentence: str) -> list[Segment]:
     elif segs:
         segs[-1] = Segment(line, segs[-1].sanities, segs[-1].words + tuple(tail), segs[-1].claims)
     return segs
+
+
+# -- a bound written before a claim ------------------------------------------------------------------
+#
+# "p99 TTFT stays under [[50|p99_ms]] ms", "at least [[3|ratio]]×", "p99 \leq [[50|p99_ms]]": the words right
+# before a claim make its number a bound on the value. The verifier reads them so for a measured value with an
+# interval, and tests the bound on the whole interval (numbook.core.verify).
+
+_SYMBOLS = {"≥": ">=", ">=": ">=", "≤": "<=", "<=": "<=", ">": ">", "<": "<", "\\geq": ">=", "\\leq": "<=",
+            "\\ge": ">=", "\\le": "<="}
+_SYMBOL_BEFORE = re.compile(r"(?:^|[^<>=\\\w-])(?P<sym>≥|>=|≤|<=|>|<|\\geq|\\leq|\\ge|\\le)\s*$")
+_PLACES = {"under": "below", "over": "above"}   # words of bound the relation grammar leaves to places and prepositions
+
+
+def bound_before(before: str, name: str = "") -> tuple[str, str] | None:
+    """The bound that the text right before a claim states on it: (operator, the words as written), or None.
+
+    ``before`` is the paragraph up to the claim; its last sentence is read. A comparison of the relation grammar
+    that ends right before the claim (``at least``, ``no more than``, ``does not exceed``, ``below``; a single
+    comparative may be followed by ``than``; ``under`` and ``over`` too) or a sign (≥, ≤, >, <; ``\\leq`` in
+    math) is a bound; equal and differs are not. Where a claim of another value than ``name`` (the claim's
+    reference) stands fewer than six words before those words in the same clause, they relate the two values
+    (numbook.core.statements tests that): None.
+    """
+    clause = _SENTENCE_END.split(before)[-1].rpartition(";")[2]
+    found = _bound_words(clause)
+    if found is None:
+        return None
+    op, written = found
+    last = None
+    for m in _CLAIM.finditer(clause):
+        body = m.group("body")
+        if "|" in body and body.rsplit("|", 1)[1].strip() not in ("free", "") and not body.startswith(
+                ("figure:", "relation:", "sanity:")):
+            last = m
+    if (last is not None and _ref(last.group("body")) != _ref(name)
+            and len(_WORD.findall(clause[last.end():])) - len(_WORD.findall(written)) < _NEAR):
+        return None   # "[[41|a_ms]] ms, below [[50|b_ms]]": two values compared
+    return op, written
+
+
+def _ref(text: str) -> str:
+    """The value a marker body (``41|a_ms ± 2``) or a reference (``a_ms``) names."""
+    return text.rsplit("|", 1)[-1].partition("±")[0].strip()
+
+
+_NEAR = 6   # words between a claim and the bound words after it within which the sentence compares the two
+
+
+def _bound_words(sentence: str) -> tuple[str, str] | None:
+    sym = _SYMBOL_BEFORE.search(sentence)
+    if sym:
+        return _SYMBOLS[sym.group("sym")], sym.group("sym")
+    if not re.search(r"[A-Za-z]\s*$", sentence):
+        return None   # the words must end right before the claim: "under (about) [[50|x]]" states no bound
+    words = [w.lower() for w in _WORD.findall(sentence)][-8:]
+    if not words:
+        return None
+    than = words[-1] == "than"
+    read = [_PLACES.get(w, w) for w in words]
+    stated = stated_relations(read)
+    for k in range(len(stated) - 1, -1, -1):
+        s = stated[k]
+        if s.family != CMP or s.op in ("==", "!="):
+            continue
+        n = len(s.words.split())
+        end = len(read) - (1 if than and " ".join(read[-n:]) != s.words else 0)
+        if " ".join(read[end - n:end]) != s.words:
+            return None   # the last comparison of the words does not end at the claim
+        op, start = s.op, end - n
+        verb = stated[k - 1] if k else None   # "never falls below": the negation the grammar gave the verb
+        if (verb is not None and verb.family == TREND and verb.words.split()[0] in NEGATIONS
+                and " ".join(read[start - len(verb.words.split()):start]) == verb.words):
+            op, start = _COMPLEMENT[op], start - len(verb.words.split())
+        return op, " ".join(words[start:len(words)])
+    return None

@@ -47,10 +47,15 @@ _AFTER = 3    # words between the relation word and the value after it: "larger 
 
 @dataclass(frozen=True)
 class Bound:
-    """A bound claim of the page as the comparison reads it: its computed value and unit."""
+    """A bound claim of the page as the comparison reads it: its computed value and unit; for a measured value, its
+    interval; ``bound``: the verifier read the words before it as a bound on the value and tested it there."""
 
     value: Any
     unit: str
+    interval: tuple[float, float] | None = None
+    level: str = ""          # the interval's confidence level, "95%"
+    bound: str = ""          # the words before it read as a bound on it ("never falls below")
+    ok: bool = True
 
 
 def _short(text: str) -> str:
@@ -137,17 +142,44 @@ def sentence_faults(text: str, path: str, line_offset: int, page_check: str | No
     return out
 
 
-def _convert(a: Bound, b: Bound) -> tuple[float, float] | None:
-    """The two values as numbers in one unit; None where they cannot be compared."""
-    x, y = _number(a.value), _number(b.value)
-    if x is None or y is None:
+def _factor(a: Bound, b: Bound) -> float | None:
+    """What turns a number in ``a``'s unit into ``b``'s; None where the two cannot be compared."""
+    if _number(a.value) is None or _number(b.value) is None:
         return None
     if a.unit == b.unit or not a.unit or not b.unit:
-        return x, y
+        return 1.0
     ua, ub = parse_unit(a.unit), parse_unit(b.unit)
     if ua is None or ub is None or ua.dimension != ub.dimension:
         return None
-    return ua.convert(x, ub), y
+    return ua.convert(1.0, ub)
+
+
+def _convert(a: Bound, b: Bound) -> tuple[float, float] | None:
+    """The two values as numbers in one unit; None where they cannot be compared."""
+    f = _factor(a, b)
+    x, y = _number(a.value), _number(b.value)
+    if f is None or x is None or y is None:
+        return None
+    return (x if f == 1.0 else x * f), y
+
+
+def _span(x: Bound, f: float = 1.0) -> tuple[float, float]:
+    """A value's interval (a computed value's is its point), times ``f``."""
+    lo, hi = x.interval if x.interval is not None else (float(x.value), float(x.value))
+    return lo * f, hi * f
+
+
+def _apart(op: str, a: tuple[float, float], b: tuple[float, float]) -> bool | None:
+    """A comparison of two intervals: it holds for every pair of their points (equal: for some pair)."""
+    return {">": a[0] > b[1], ">=": a[0] >= b[1], "<": a[1] < b[0], "<=": a[1] <= b[0],
+            "!=": a[1] < b[0] or b[1] < a[0], "==": a[0] <= b[1] and b[0] <= a[1]}.get(op)
+
+
+def _side(name: str, x: Bound) -> str:
+    unit = f" {x.unit}" if x.unit else ""
+    if x.interval is None:
+        return f"{name} = {x.value!r}{unit}"
+    return f"{name} {x.level} CI {x.interval[0]!r} to {x.interval[1]!r}{unit}"
 
 
 def compared(rel: RelationSentence, lookup: Callable[[str], Bound | None]) -> tuple[bool, list[str]]:
@@ -160,7 +192,15 @@ def compared(rel: RelationSentence, lookup: Callable[[str], Bound | None]) -> tu
     at = dict(rel.claims)
     failed: list[str] = []
     tested: set[int] = set()
+    bounded: set[int] = set()   # the words read as a bound on the measured value after them, which the verifier tested
+    for i, body in rel.claims:
+        own = lookup(body)
+        if own is not None and own.bound:
+            bounded.update(range(i - len(own.bound.split()), i))
     for s in polar:
+        if s.at in bounded:
+            tested.add(s.at)   # "below [[50|p99_ms]]": a bound on a measured value, tested on its interval
+            continue
         first = s.at
         last = s.at + len(s.words.split()) - 1 - (1 if s.words.split()[0] in ("not", "no", "never") else 0)
         before = next((i for i in range(first - 1, max(-1, first - 1 - _BEFORE), -1) if i in at), None)
@@ -168,17 +208,29 @@ def compared(rel: RelationSentence, lookup: Callable[[str], Bound | None]) -> tu
         if before is None or after is None:
             continue
         a, b = lookup(at[before]), lookup(at[after])
-        if a is None or b is None:
+        if a is None or b is None or not (a.ok and b.ok):
             continue
         pair = _convert(a, b)
-        if pair is None:
+        f = _factor(a, b)
+        if pair is None or f is None:
             continue
         tested.add(s.at)
-        if s.holds(*pair) is False:
-            left, right = at[before].rsplit("|", 1), at[after].rsplit("|", 1)
-            failed.append(f"the sentence says {left[0].strip()} ({left[1].strip()}) is {s.name} {right[0].strip()} "
-                          f"({right[1].strip()}) ('{s.words}'), but the computed values are {a.value!r} and "
-                          f"{b.value!r}")
+        left, right = at[before].rsplit("|", 1), at[after].rsplit("|", 1)
+        says = (f"the sentence says {left[0].strip()} ({left[1].strip()}) is {s.name} {right[0].strip()} "
+                f"({right[1].strip()}) ('{s.words}')")
+        if (a.interval is not None or b.interval is not None) and s.family in (CMP, TREND):
+            spans = _span(a, f), _span(b)
+            if _apart(s.op, *spans) is False:
+                if s.op == "==":
+                    why, rule = "do not overlap", "measured values said to be equal must have intervals that overlap"
+                else:
+                    overlap = _apart("==", *spans)
+                    why = "overlap" if overlap else "lie the other way"
+                    rule = "measured values compared must have intervals that lie apart in the stated direction"
+                failed.append(f"{says}, but their intervals {why}: {_side(left[1].strip(), a)}, "
+                              f"{_side(right[1].strip(), b)}; {rule}")
+        elif s.holds(*pair) is False:
+            failed.append(f"{says}, but the computed values are {a.value!r} and {b.value!r}")
     others = set(rel.words) - _words_of(polar, tested)
     return (not others and len(tested) == len(polar)) or bool(failed), failed
 

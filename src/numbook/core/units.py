@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Unit", "parse_unit", "name_unit", "unit_after", "UNITS", "PERCENT", "UNIT_WORDS"]
+__all__ = ["Unit", "parse_unit", "name_unit", "unit_after", "unit_written", "UNITS", "PERCENT", "UNIT_WORDS"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,12 @@ def unit_after(text: str, math: bool = False) -> tuple[Unit, str] | None:
 
     In math (``math=True``) a single letter after the number is a variable (``2\\,B`` is two times the batch),
     so there B, s and h count only inside ``\\text{…}``."""
+    found = unit_written(text, math)
+    return found[:2] if found is not None else None
+
+
+def unit_written(text: str, math: bool = False) -> tuple[Unit, str, int] | None:
+    """:func:`unit_after`, with how many characters of ``text`` the gap and the unit take."""
     m = _AFTER.match(text)
     if not m:
         return None
@@ -138,4 +144,4 @@ def unit_after(text: str, math: bool = False) -> tuple[Unit, str] | None:
     if re.match(r"\s+per\s*$", text[m.end():]):
         return None   # "FLOP per" at the end of a line: per what is on the next line, not read here
     unit = parse_unit(word)
-    return (unit, word) if unit else None
+    return (unit, word, m.end()) if unit else None

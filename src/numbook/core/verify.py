@@ -19,16 +19,24 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
-from decimal import Decimal
+from dataclasses import dataclass, field, replace
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 from pathlib import Path
 from typing import Any, Protocol
 
-from numbook.core.claims import DTYPE_DIGITS, ClaimLiteral, LiteralError, format_value, parse_literal, parse_tolerance
+from numbook.core.claims import (
+    DTYPE_DIGITS,
+    ClaimLiteral,
+    Kind,
+    LiteralError,
+    format_value,
+    parse_literal,
+    parse_tolerance,
+)
 from numbook.core.diagnostics import Diagnostic
 from numbook.core.page import SECTIONS
-from numbook.core.relations import relation_sentences
-from numbook.core.result import CheckResult
+from numbook.core.relations import bound_before, relation_sentences
+from numbook.core.result import CheckResult, Uncertainty
 from numbook.core.statements import Bound, compared, sentence_faults
 from numbook.core.structure import (
     check_file_name,
@@ -39,7 +47,7 @@ from numbook.core.structure import (
     paragraph_code_spans,
     walk,
 )
-from numbook.core.units import PERCENT, UNIT_WORDS, Unit, name_unit, parse_unit, unit_after
+from numbook.core.units import PERCENT, UNIT_WORDS, Unit, name_unit, parse_unit, unit_after, unit_written
 
 __all__ = ["PageContext", "PageReport", "Record", "RecordKind", "Results", "verify_page", "CLAIM", "CHECK_FENCE",
            "failure_message", "description_faults", "section_faults", "unbound_numbers"]
@@ -128,6 +136,10 @@ class Record:
     operands: tuple[Any, ...] = ()   # a sanity's two computed sides
     caption: str = ""        # a figure's caption and SVG
     svg: str = ""
+    spread: Uncertainty | None = None   # a measured value's samples, repeats and interval
+    ci_shown: str = ""       # its interval as the page shows it, at the claim's precision: "37–46 ms"
+    tail: int = 0            # the column after the unit written after the claim: where the interval is shown
+    bound: str = ""          # the words before the claim read as a bound on a measured value ("under")
 
 
 class Results(Protocol):
@@ -279,6 +291,55 @@ def display(lit: str, math: bool) -> str:
     return text.replace("{,}", ",").replace("\\%", "%").replace("\\times", "×").replace("\\,", "\u2009")
 
 
+def _digits(number: Decimal) -> str:
+    """A Decimal as positional digits: 50, 0.05, 2.5."""
+    return format(number.normalize(), "f")
+
+
+def _measured_literal(literal: ClaimLiteral, lookback: str, ref: str) -> tuple[ClaimLiteral, str]:
+    """How a claim of a measured value with an interval is tested: a plain number after a bound's words
+    (``under [[50|p99_ms]]``, ``at least [[3|ratio]]×``) is that bound, and the words; an integer is compared
+    rounded to units (a measurement is no exact count); any other literal as written."""
+    plain = (Kind.INT, Kind.DECIMAL, Kind.PERCENT, Kind.RATIO, Kind.SCI, Kind.WORD)
+    if literal.kind in plain and literal.tolerance is None and literal.number is not None:
+        found = bound_before(lookback, ref)
+        if found is not None:
+            return ClaimLiteral(literal.text, Kind.BOUND, number=literal.number, op=found[0],
+                                percent=literal.percent), found[1]
+    if literal.kind == Kind.INT:
+        return replace(literal, kind=Kind.DECIMAL), ""
+    return literal, ""
+
+
+def _shown_interval(literal: ClaimLiteral, spread: Uncertainty, m: re.Match[str]) -> dict[str, Any]:
+    """The interval as the page shows it after the claim (``ci_shown``: its ends rounded outwards at the claim's
+    precision, with the mark and the unit written after it) and where (``tail``: after that unit); a bound's
+    ends at two digits of the interval's width."""
+    q = literal.quantum
+    if q is None:
+        return {}
+    scale = Decimal(100) if literal.percent else Decimal(1)
+    lo, hi = Decimal(repr(spread.lo)) * scale, Decimal(repr(spread.hi)) * scale
+    if literal.kind == Kind.BOUND and hi > lo:
+        q = min(q, Decimal(1).scaleb((hi - lo).adjusted() - 1))
+    ends = [(x / q).to_integral_value(rounding=r) * q for x, r in ((lo, ROUND_FLOOR), (hi, ROUND_CEILING))]
+    if literal.kind == Kind.SCI and literal.number is not None and q > 1:
+        e = literal.number.adjusted()
+        sep = "e" if "e" in literal.text.lower() else " × 10^"
+        shown = [f"{format((x / Decimal(10) ** e).quantize(q / Decimal(10) ** e), 'f')}{sep}{e}" for x in ends]
+    else:
+        shown = [format(x.quantize(q) if q <= 1 else x, "f") for x in ends]
+    text = m.string[m.end():]
+    mark = "%" if literal.percent else ""
+    glued = 1 if text[:1] == "×" else 0
+    if glued or re.search(r"(?:×|\\times|\dx)\s*$", literal.text):
+        mark = "×"
+    after = unit_written(text[glued:])
+    word = f" {after[1]}" if after is not None and not mark else ""
+    tail = m.end() + glued + (after[2] if after is not None and not mark else 0)
+    return {"ci_shown": f"{shown[0]}–{shown[1]}{mark}{word}", "tail": tail}
+
+
 def _provenance(res: CheckResult) -> dict[str, Any]:
     return {"device": res.device, "ran_at": res.ran_at, "how": res.source_words}
 
@@ -316,7 +377,8 @@ class _Verifier:
             return None
         return res
 
-    def marker(self, m: re.Match[str], row: int, line: int, section: str, math: bool) -> Record:
+    def marker(self, m: re.Match[str], row: int, line: int, section: str, math: bool, lookback: str = "") -> Record:
+        """One marker; ``lookback`` is its paragraph up to it (a bound written before a measured value's claim)."""
         at: dict[str, Any] = {"row": row, "start": m.start(), "end": m.end(), "line": line, "math": math}
         if m.group("sanity"):
             other = m.group("scheck")
@@ -361,6 +423,10 @@ class _Verifier:
                 self.error(line, f"claim '{name}' in Given binds to a computed value; Given states inputs, "
                                  f"recorded in {res.check} with given()")
             self.given_claimed.add(name)
+        spread = res.spread(name) if name in res.values else None
+        bound = ""
+        if spread is not None:
+            literal, bound = _measured_literal(literal, lookback, m.group("ref"))
         ok = literal.matches(value)
         if not ok:
             self.error(line, f"claim '{name}' reads {lit_text.strip()}, {res.check} computed "
@@ -368,13 +434,53 @@ class _Verifier:
         before = len(self.diags)
         unit = self.unit(res, name, value, m, line)
         self.precision(res, name, literal, line)
+        test = literal.describe()
+        measured: dict[str, Any] = {}
+        if spread is not None:
+            if ok:
+                self.within(res, name, literal, value, spread, unit, line, bound)
+            test = f"{test}, over its whole {spread.level_words} CI" if literal.kind == Kind.BOUND else (
+                f"{test}, inside its {spread.level_words} CI")
+            measured = {"spread": spread, "bound": bound, **({} if math else _shown_interval(literal, spread, m))}
         ok = ok and len(self.diags) == before
         self.claims[res.check] = self.claims.get(res.check, 0) + 1
         src = res.facts.get(name)
         source = f"{src['source']} (read {src['read']})" if isinstance(src, dict) else ""
         return Record(RecordKind.CLAIM, shown=shown, name=name, check=res.check, value=value, ok=ok,
-                      test=literal.describe(), unit=unit.symbol if unit else "", source=source,
-                      source_line=res.lines.get(name), **_provenance(res), **at)
+                      test=test, unit=unit.symbol if unit else "", source=source,
+                      source_line=res.lines.get(name), **measured, **_provenance(res), **at)
+
+    def within(self, res: CheckResult, name: str, literal: ClaimLiteral, value: Any, spread: Uncertainty,
+               unit: Unit | None, line: int, bound: str) -> None:
+        """A claim of a measured value against its interval: a bound holds for the whole interval (its lower end
+        for at least and more than, its upper end for at most and less than); a number lies inside the interval,
+        widened by half a unit of its last written digit."""
+        u = f" {unit.symbol}" if unit else ""
+        ci = (f"{spread.level_words} CI {format_value(spread.lo)} to {format_value(spread.hi)}{u} "
+              f"(n = {spread.n}, {spread.repeats_words}; {spread.kind})")
+        measured = f"{res.check} measured {format_value(value)}{u}, {ci}"
+        if literal.kind == Kind.BOUND:
+            upper = literal.op in ("<", "<=")
+            end = spread.hi if upper else spread.lo
+            if not literal.matches(end):
+                number = f"{_digits(literal.number or Decimal(0))}{'%' if literal.percent else ''}"
+                written = f" (written '{bound} {literal.text.strip()}')" if bound else ""
+                self.error(line, f"claim '{name}' states the bound {literal.op} {number}{written}, which its interval "
+                                 f"does not satisfy: {measured}, and its {'upper' if upper else 'lower'} end "
+                                 f"{format_value(end)} is not {literal.op} {number}: a bound on a measured value holds "
+                                 "for its whole interval")
+            return
+        q = literal.quantum
+        if q is None or literal.number is None:
+            return
+        scale = Decimal(100) if literal.percent else Decimal(1)
+        half = q / 2
+        lo, hi = Decimal(repr(spread.lo)) * scale - half, Decimal(repr(spread.hi)) * scale + half
+        if not lo <= literal.number <= hi:
+            points = " percentage points" if literal.percent else ""
+            self.error(line, f"claim '{name}' reads {literal.text.strip()}, which its interval does not support: "
+                             f"{measured}, and {literal.text.strip()} lies outside it even widened by half its last "
+                             f"written digit (± {_digits(half)}{points})")
 
     def glued(self, m: re.Match[str], line: int) -> None:
         """A digit, decimal point, sign or percent sign glued to a claim changes the number the reader reads."""
@@ -408,15 +514,22 @@ class _Verifier:
             self.error(lineno, f"marker '{text}' would be published as typed: {why}")
 
     def bound(self, body: str) -> Bound | None:
-        """The computed value and unit of a verified claim of this page, by its marker's body ("10.86|loss")."""
-        ref = body.rsplit("|", 1)[-1].partition("±")[0].strip()
+        """The computed value and unit of a verified claim of this page, by its marker's body ("10.86|loss"): the
+        claim written so, else another that holds; with a measured value's interval, and whether the words before
+        it were read as a bound on it (then it is given even where it failed: its fault is reported)."""
+        lit, _, ref = body.rpartition("|")
+        ref = ref.partition("±")[0].strip()
         stem, _, name = ref.rpartition(":")
         check = check_file_name(stem) if stem else self.ctx.check
-        for rec in self.records:
-            if (rec.kind == RecordKind.CLAIM and rec.ok and rec.name == name
-                    and (check is None or rec.check.endswith(check))):
-                return Bound(rec.value, rec.unit)
-        return None
+        recs = [rec for rec in self.records if rec.kind == RecordKind.CLAIM and rec.name == name
+                and (check is None or rec.check.endswith(check)) and (rec.ok or rec.bound)]
+        recs.sort(key=lambda rec: rec.shown != display(lit, rec.math))
+        if not recs:
+            return None
+        rec = recs[0]
+        spread = rec.spread
+        return Bound(rec.value, rec.unit, (spread.lo, spread.hi) if spread else None,
+                     spread.level_words if spread else "", rec.bound, rec.ok)
 
     def unit(self, res: CheckResult, name: str, value: Any, m: re.Match[str], line: int) -> Unit | None:
         """The value's unit. A unit written after the claim must be it: another unit is an error with both
@@ -603,12 +716,16 @@ def verify_page(text: str, ctx: PageContext, results: Results) -> PageReport:
     lines = list(walk(text))
     ordinals = list_ordinals(lines) if ctx.scan_numbers else set()
     span_map = paragraph_code_spans(lines)
+    para: list[str] = []   # the paragraph's lines before this one: the sentence a claim stands in
     for ln in lines:
         line = ln.text
         lineno = ln.index + 1 + ctx.line_offset
         if ln.code:
+            para.clear()
             continue
         head = heading(line)
+        if head is not None or not line.strip() or _LIST_ITEM.match(line) or line.lstrip().startswith("|"):
+            para.clear()
         if head is not None and head[0] == 2:
             close_sanity_block()
             section = head[1]
@@ -627,8 +744,11 @@ def verify_page(text: str, ctx: PageContext, results: Results) -> PageReport:
         ranges, math_state = math_ranges(line, math_state)
         for m in CLAIM.finditer(line):
             if not inside(m.start(), spans):
-                v.records.append(v.marker(m, ln.index, lineno, section, inside(m.start(), ranges)))
+                lookback = " ".join([*para, line[:m.start()]])
+                v.records.append(v.marker(m, ln.index, lineno, section, inside(m.start(), ranges), lookback))
                 v.glued(m, lineno)
+        if head is None and line.strip():
+            para.append(line.strip())
         v.malformed(line, spans, lineno)
         if ctx.scan_numbers and lineno >= (ctx.first_line or 0) and lineno <= (ctx.last_line or lineno):
             # every line of the file the reader reads, headings included; not the frame a build puts around it

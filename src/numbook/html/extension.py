@@ -41,9 +41,10 @@ from markdown_exec import base_format
 from numbook.core.bookpass import check_page
 from numbook.core.diagnostics import Diagnostic, log
 from numbook.core.result import DEFAULT_CACHE_DIR, Source
+from numbook.core.units import name_unit, parse_unit
 from numbook.core.verify import PageContext, Record, RecordKind, Results, failure_message
 from numbook.html.frame import put_frame, put_legend
-from numbook.html.render import claim_index, element, rewrite, tex, to_html
+from numbook.html.render import claim_index, element, interval, interval_words, rewrite, tex, to_html
 from numbook.html.session import Session, SessionPage
 from numbook.run.runner import CheckResult, Runner
 
@@ -73,7 +74,7 @@ class ClaimPreprocessor(Preprocessor):
             rep = check_page(text, page.context, self.ext.results())
             self.ext.session.reporter.report(rep.diagnostics)
         self.math: list[tuple[str, Record]] = []
-        out = rewrite(rep.text, rep.records, self.emit)
+        out = rewrite(rep.text, rep.records, self.emit, self.behind)
         if any(rec.kind == RecordKind.CLAIM for _, rec in self.math):
             self.ext.claim_index = self.md.htmlStash.store(claim_index(self.math))
         return out.split("\n")
@@ -89,6 +90,11 @@ class ClaimPreprocessor(Preprocessor):
         placeholder = self.md.htmlStash.store(to_html(el))
         self.ext.stashed[len(self.md.htmlStash.rawHtmlBlocks) - 1] = rec
         return placeholder
+
+    def behind(self, rec: Record) -> str:
+        """A measured value's interval after its claim and unit (``numbook.html.render.interval``), stashed."""
+        el = interval(rec)
+        return self.md.htmlStash.store(to_html(el)) if el is not None else ""
 
 
 REVEAL = {"Solution": "Show the solution", "Answer": "Show the answer"}
@@ -288,6 +294,29 @@ def _stamp(res: CheckResult) -> etree.Element:
     return p
 
 
+def _measured(res: CheckResult) -> etree.Element | None:
+    """The measured values of a check that carry an interval, under its stamp: each value with its samples,
+    repeats and interval, and what was measured."""
+    spreads = [(name, spread) for name in res.values if (spread := res.spread(name)) is not None]
+    if not spreads:
+        return None
+    p = etree.Element("p", {"class": "nb-stamp nb-stamp-measured"})
+    label = etree.SubElement(p, "span", {"class": "nb-stamp-label"})
+    label.text = "Measured"
+    parts = []
+    for name, spread in spreads:
+        declared = res.units.get(name)
+        unit = (parse_unit(declared) if declared else name_unit(name))
+        symbol = unit.symbol if unit is not None else (declared or "")
+        x = res.values[name]
+        point = f"{x:.6g}" if isinstance(x, float) else str(x)
+        what = res.measured.get(name, "")
+        parts.append(f"{name} = {point}{' ' + symbol if symbol else ''} ({interval_words(spread, symbol)}, "
+                     f"{spread.repeats_words}{'; ' + what if what else ''})")
+    label.tail = " " + " · ".join(parts)
+    return p
+
+
 _COLUMNS = re.compile(r"\S {2,}\S")   # two or more spaces between words: aligned columns, a table row
 
 
@@ -316,7 +345,8 @@ def _output(res: CheckResult) -> str:
         code.text = code.text[:-1]
     else:
         last.tail = (last.tail or "")[:-1]
-    return to_html(pre) + to_html(_stamp(res))
+    measured = _measured(res)
+    return to_html(pre) + to_html(_stamp(res)) + (to_html(measured) if measured is not None else "")
 
 
 def _run_yourself(session: Session, ctx: PageContext, res: CheckResult) -> str:

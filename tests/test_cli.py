@@ -184,6 +184,20 @@ def test_run_one_check_shows_its_output_and_records(root: Path, capsys: pytest.C
     assert out[6] == "read: checks/i1_a02_reuse.py"
 
 
+def test_run_lists_a_measured_values_interval_and_a_measured_value_without_one(
+        root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (root / "checks/i1_a09_timed.py").write_text(
+        "from numbook.check import estimate, value\n"
+        "estimate('p99_ms', [41.0, 39.5, 44.2, 40.1, 42.3], n=480, repeated='seeds', measured='served here')\n"
+        "value('t_ms', 3.2, measured='timed here')\n", encoding="utf-8")
+    assert main(["run", "i1_a09_timed.py", "--root", str(root)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [" ".join(line.split()) for line in out[:3]] == [
+        "kind name value line",
+        "value p99_ms 41.42 (95% CI 39.0881–43.7519, n = 480, 5 seeds: 95% t interval over 5 seeds) 2",
+        "value t_ms 3.2 (measured, no interval) 3"]
+
+
 def test_run_a_failing_check_exits_non_zero_with_its_traceback(root: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     (root / "checks/i1_a09_bad.py").write_text("x = 1\nraise RuntimeError('boom')\n", encoding="utf-8")

@@ -100,3 +100,48 @@ def test_diff_tells_a_measured_value_that_moved_from_a_computed_one(tmp_path: Pa
         {"line": 62, "name": "ridge", "written": "295", "value": "295.2"}])
     quiet = _diff(str(old), str(timings), "--ignore-measured", "--fail-on-change")
     assert (quiet.returncode, quiet.stdout.strip()) == (0, "numbook diff: no published number changed")
+
+
+def test_a_measured_value_with_an_interval_carries_it_into_the_ledger(tmp_path: Path) -> None:
+    from _results import Fixed
+    from numbook.core.ledger import build_ledger, read_ledger, write_ledger
+    from numbook.core.result import CheckResult
+    from numbook.core.verify import PageContext, verify_page
+
+    res = CheckResult("checks/serve.py", "ok", values={"p99_ms": 41.23, "steps": 12}, units={"p99_ms": "ms"},
+                      measured={"p99_ms": "served on this machine"}, versions={"Python": "3.11.9"},
+                      uncertainty={"p99_ms": {"n": 480, "repeats": 5, "repeated": "seeds", "lo": 37.21, "hi": 45.93,
+                                              "level": 0.95, "kind": "95% t interval over 5 seeds"}})
+    report = verify_page("The p99 is [[41|p99_ms]] ms over [[12|steps]] steps.",
+                         PageContext("problems/X.md", "serve.py"), Fixed(lambda name: res))
+    path = tmp_path / "numbers.json"
+    write_ledger(path, build_ledger([report]))
+    p99, steps = json.loads(path.read_text(encoding="utf-8"))["claims"]
+    assert {k: p99[k] for k in ("name", "written", "value", "measured", "n", "repeats", "lo", "hi", "kind")} == {
+        "name": "p99_ms", "written": "41", "value": "41.23", "measured": "served on this machine", "n": 480,
+        "repeats": 5, "lo": "37.21", "hi": "45.93", "kind": "95% t interval over 5 seeds"}
+    assert not {"n", "repeats", "lo", "hi", "kind"} & set(steps)   # a computed value carries no interval
+    assert read_ledger(path) == build_ledger([report])
+
+
+def test_diff_tells_a_measured_value_whose_interval_moved_from_noise(tmp_path: Path) -> None:
+    """Where both builds recorded an interval, overlapping intervals are the measurement's spread (left out by
+    --ignore-measured) and disjoint ones a measured value that moved (kept)."""
+    t5 = {"measured": "served on this machine", "n": 480, "repeats": 5, "kind": "95% t interval over 5 seeds"}
+    old = _ledger(tmp_path / "old.json", [
+        {"line": 30, "name": "p99_ms", "written": "under 50", "value": "41.23", "lo": "37.21", "hi": "45.93", **t5},
+        {"line": 31, "name": "p50_ms", "written": "under 30", "value": "12.5", "lo": "11.9", "hi": "13.1", **t5}])
+    new = _ledger(tmp_path / "new.json", [
+        {"line": 30, "name": "p99_ms", "written": "under 50", "value": "43.0", "lo": "39.5", "hi": "46.6", **t5},
+        {"line": 31, "name": "p50_ms", "written": "under 30", "value": "19.2", "lo": "18.4", "hi": "20.0", **t5}])
+    both = _diff(str(old), str(new), "--fail-on-change")
+    assert both.stdout.splitlines() == [
+        "problems/I.2.A05.md:",
+        "  ~ p50_ms (line 31): computed 12.5 → 19.2 (measured: served on this machine); interval 11.9–13.1 → "
+        "18.4–20.0 (the intervals do not overlap: the measured value moved)",
+        "  ~ p99_ms (line 30): computed 41.23 → 43.0 (measured: served on this machine); interval 37.21–45.93 → "
+        "39.5–46.6 (the intervals overlap: within the measurement's spread)",
+        "numbook diff: 2 published numbers changed on 1 pages (1 of them measured values, which move between any "
+        "two runs; 1 measured values whose intervals no longer overlap; 0 computed)"]
+    only = _diff(str(old), str(new), "--ignore-measured", "--fail-on-change")
+    assert only.returncode == 1 and "p99_ms" not in only.stdout and "p50_ms" in only.stdout

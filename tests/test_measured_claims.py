@@ -184,3 +184,16 @@ def test_a_measured_value_compared_with_a_computed_one_holds_over_its_whole_inte
         "problems/X.md:1: the sentence says 52 (new_ms) is larger 50 (slo_ms) ('above'), but their intervals overlap: "
         "new_ms 95% CI 48.0 to 60.0 ms, slo_ms = 50.0 ms; measured values compared must have intervals that lie "
         "apart in the stated direction"]
+
+
+def test_the_checks_stamp_lists_its_measured_values_with_their_intervals() -> None:
+    from dataclasses import replace
+
+    from numbook.html.extension import _output
+
+    one = replace(RESULT, values={"p99_ms": 41.23, "steps": 12, "timed_ms": 3.2}, stdout="p99 41.2 ms",
+                  uncertainty={"p99_ms": RESULT.uncertainty["p99_ms"]})
+    assert _output(one).endswith(
+        '<p class="nb-stamp nb-stamp-measured"><span class="nb-stamp-label">Measured</span> p99_ms = 41.23 ms, '
+        "95% CI 37.21–45.93 ms (n = 480, 5 seeds; 95% t interval over 5 seeds; served on this machine)</p>")
+    assert "nb-stamp-measured" not in _output(replace(one, uncertainty={}))   # no interval, no list

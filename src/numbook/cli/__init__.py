@@ -148,10 +148,20 @@ def freeze_book(root: Path, *, jobs: int = 1) -> tuple[list[Path], list[str]]:
                      for res in failed]
 
 
+def _spread(res: CheckResult, name: str) -> str:
+    """A measured value's interval, after its value: `` (95% CI 37.21–45.93, n = 480, 5 seeds: 95% t interval over
+    5 seeds)``; `` (measured, no interval)`` for one recorded without."""
+    spread = res.spread(name)
+    if spread is not None:
+        return (f" ({spread.level_words} CI {spread.lo:.6g}–{spread.hi:.6g}, n = {spread.n}, {spread.repeats_words}: "
+                f"{spread.kind})")
+    return " (measured, no interval)" if name in res.measured and name in res.values else ""
+
+
 def _records(res: CheckResult) -> str:
     rows = [("kind", "name", "value", "line")]
     for kind, recs in (("input", res.inputs), ("value", res.values)):
-        rows += [(kind, k, json.dumps(v), str(res.lines.get(k, ""))) for k, v in recs.items()]
+        rows += [(kind, k, json.dumps(v) + _spread(res, k), str(res.lines.get(k, ""))) for k, v in recs.items()]
     for k, v in res.sanity.items():
         ok = "ok" if v.get("ok") else "FAILED"
         rows.append(("sanity", k, ok + (f": {v['message']}" if v.get("message") else ""), str(res.lines.get(k, ""))))

@@ -1,7 +1,8 @@
 """A ledger of every published number: ``numbers.json`` beside the site, and the diff of two ledgers.
 
 Every build writes one entry per claim it published: the page and line, the number as written,
-the value the check computed, the check, the device, the library versions and the build date. The
+the value the check computed, the check, the device, the library versions and the build date (and, for a
+measured value with an interval, its samples, repeats, the interval's ends and how it was computed). The
 entries are read from the reports of the book's verification pass (``numbook.core.bookpass``): a
 claim's record and the result of its check the page read.
 ``numbook diff OLD NEW`` lists the printed numbers that changed between two ledgers (a pull
@@ -14,7 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +40,22 @@ class Entry:
     ran_at: str
     ok: bool
     measured: str = ""   # what was measured on the build machine (a timing): it moves between any two runs
+    n: int | None = None       # a measured value with an interval: the samples over all repeats,
+    repeats: int | None = None  # the repeats (runs or seeds),
+    lo: str = ""               # the interval's ends (as the value: full precision)
+    hi: str = ""
+    kind: str = ""             # and how it was computed: "95% t interval over 5 seeds"
 
     @property
     def key(self) -> tuple[str, str, str]:
         return self.page, self.check, self.name
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        try:
+            return (float(self.lo), float(self.hi)) if self.lo and self.hi else None
+        except ValueError:
+            return None
 
 
 def build_ledger(reports: Iterable[PageReport]) -> list[Entry]:
@@ -54,8 +67,13 @@ def build_ledger(reports: Iterable[PageReport]) -> list[Entry]:
             if rec.kind != RecordKind.CLAIM:
                 continue
             res = read[rec.check]
-            out.append(Entry(report.context.path, rec.line, rec.name, rec.shown, format_value(rec.value), rec.check,
-                             rec.device, dict(res.versions), rec.ran_at, rec.ok, res.measured.get(rec.name, "")))
+            spread = rec.spread
+            entry = Entry(report.context.path, rec.line, rec.name, rec.shown, format_value(rec.value), rec.check,
+                          rec.device, dict(res.versions), rec.ran_at, rec.ok, res.measured.get(rec.name, ""))
+            if spread is not None:
+                entry = replace(entry, n=spread.n, repeats=spread.repeats, lo=format_value(spread.lo),
+                                hi=format_value(spread.hi), kind=spread.kind)
+            out.append(entry)
     return out
 
 
@@ -68,11 +86,12 @@ def write_ledger(path: Path, entries: Iterable[Entry], built: _dt.datetime | Non
 
 
 _FIELDS = tuple(f.name for f in fields(Entry))
+_INTERVAL = ("n", "repeats", "lo", "hi", "kind")   # written for a measured value with an interval only
 
 
 def _as_dict(e: Entry) -> dict[str, Any]:
     """An entry as JSON data (dataclasses.asdict deep-copies each field: half of writing a ledger)."""
-    out = {name: getattr(e, name) for name in _FIELDS}
+    out = {name: getattr(e, name) for name in _FIELDS if name not in _INTERVAL or e.n is not None}
     out["versions"] = dict(e.versions)
     return out
 
@@ -94,9 +113,25 @@ class Change:
 
     @property
     def measured(self) -> bool:
-        """A measured value (a timing) whose written form did not change: run-to-run noise, not a new result."""
+        """A measured value (a timing) whose written form did not change, and whose intervals (where both builds
+        recorded one) overlap: run-to-run noise, not a new result."""
         return (self.old is not None and self.new is not None and bool(self.old.measured or self.new.measured)
-                and self.old.written == self.new.written)
+                and self.old.written == self.new.written and self.overlap is not False)
+
+    @property
+    def moved(self) -> bool:
+        """A measured value whose new interval does not overlap its old one: a measurement that moved, not noise."""
+        return (self.old is not None and self.new is not None and bool(self.old.measured or self.new.measured)
+                and self.overlap is False)
+
+    @property
+    def overlap(self) -> bool | None:
+        """Whether the old and the new interval of a measured value overlap; None where either has none."""
+        a = self.old.interval if self.old is not None else None
+        b = self.new.interval if self.new is not None else None
+        if a is None or b is None:
+            return None
+        return a[0] <= b[1] and b[0] <= a[1]
 
     def describe(self) -> str:
         if self.old is None and self.new is not None:
@@ -105,16 +140,27 @@ class Change:
             return f"  - {self.name} = {self.old.value} (was line {self.old.line}, written {self.old.written})"
         assert self.old is not None and self.new is not None
         parts = []
+        what = self.new.measured or self.old.measured
         if self.old.value != self.new.value:
             parts.append(f"computed {self.old.value} → {self.new.value}")
-            if self.measured:
-                parts[-1] += f" (measured: {self.new.measured or self.old.measured})"
+            if self.measured or (what and self.overlap is False):
+                parts[-1] += f" (measured: {what})"
+        if (self.old.lo, self.old.hi) != (self.new.lo, self.new.hi):
+            interval = f"interval {_ends(self.old)} → {_ends(self.new)}"
+            if self.overlap is not None:
+                interval += (" (the intervals overlap: within the measurement's spread)" if self.overlap else
+                             " (the intervals do not overlap: the measured value moved)")
+            parts.append(interval)
         if self.old.written != self.new.written:
             parts.append(f"written {self.old.written} → {self.new.written}")
         vers = {k: (self.old.versions.get(k), v) for k, v in self.new.versions.items() if self.old.versions.get(k) != v}
         if vers:
             parts.append("with " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in sorted(vers.items())))
         return f"  ~ {self.name} (line {self.new.line}): " + "; ".join(parts)
+
+
+def _ends(e: Entry) -> str:
+    return f"{e.lo}–{e.hi}" if e.lo and e.hi else "none"
 
 
 def diff(old: list[Entry], new: list[Entry]) -> list[Change]:
@@ -132,7 +178,8 @@ def diff(old: list[Entry], new: list[Entry]) -> list[Change]:
     changes: list[Change] = []
     for k in sorted(set(a) | set(b)):
         o, n = a.get(k), b.get(k)
-        if o is not None and n is not None and o.value == n.value and o.written == n.written:
+        if (o is not None and n is not None and o.value == n.value and o.written == n.written
+                and (o.lo, o.hi) == (n.lo, n.hi)):
             continue
         changes.append(Change(k[0], k[2], k[1], o, n))
     return changes
@@ -150,7 +197,9 @@ def format_diff(changes: list[Change]) -> str:
         out.append(c.describe())
     pages = len({c.page for c in changes})
     noise = sum(c.measured for c in changes)
+    moved = sum(c.moved for c in changes)
+    beyond = f"{moved} measured values whose intervals no longer overlap; " if moved else ""
     out.append(f"numbook diff: {len(changes)} published numbers changed on {pages} pages"
-               + (f" ({noise} of them measured values, which move between any two runs; "
-                  f"{len(changes) - noise} computed)" if noise else ""))
+               + (f" ({noise} of them measured values, which move between any two runs; {beyond}"
+                  f"{len(changes) - noise - moved} computed)" if noise or moved else ""))
     return "\n".join(out)

@@ -44,7 +44,7 @@ from numbook.core.result import DEFAULT_CACHE_DIR, Source
 from numbook.core.units import name_unit, parse_unit
 from numbook.core.verify import PageContext, Record, RecordKind, Results, failure_message
 from numbook.html.frame import put_frame, put_legend
-from numbook.html.render import claim_index, element, interval, interval_words, rewrite, tex, to_html
+from numbook.html.render import claim_index, element, interval, rewrite, tex, to_html
 from numbook.html.session import Session, SessionPage
 from numbook.run.runner import CheckResult, Runner
 
@@ -310,9 +310,10 @@ def _measured(res: CheckResult) -> etree.Element | None:
         symbol = unit.symbol if unit is not None else (declared or "")
         x = res.values[name]
         point = f"{x:.6g}" if isinstance(x, float) else str(x)
+        u = f" {symbol}" if symbol else ""
         what = res.measured.get(name, "")
-        parts.append(f"{name} = {point}{' ' + symbol if symbol else ''} ({interval_words(spread, symbol)}, "
-                     f"{spread.repeats_words}{'; ' + what if what else ''})")
+        parts.append(f"{name} = {point}{u}, {spread.level_words} CI {spread.lo:.6g}–{spread.hi:.6g}{u} "
+                     f"(n = {spread.n}, {spread.repeats_words}; {spread.kind}{'; ' + what if what else ''})")
     label.tail = " " + " · ".join(parts)
     return p
 

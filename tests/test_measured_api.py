@@ -197,6 +197,8 @@ def test_the_result_file_carries_the_uncertainty_and_the_line_of_the_estimate(tm
 
 def test_an_uncertainty_record_from_elsewhere_that_is_not_one_reads_as_none() -> None:
     res = CheckResult("checks/c.py", "ok", uncertainty={"a": {"n": 1}, "b": [1, 2], "c": {
-        "n": "480", "repeats": 5, "lo": 1.0, "hi": 2.0, "level": 0.95}})
-    assert (res.spread("a"), res.spread("b"), res.spread("c"), res.spread("d")) == (None, None, None, None)
+        "n": "480", "repeats": 5, "lo": 1.0, "hi": 2.0, "level": 0.95}}, values={})
+    res.uncertainty["e"] = {"n": 4, "repeats": 2, "lo": float("nan"), "hi": 2.0, "level": 0.95}
+    res.uncertainty["f"] = {"n": 4, "repeats": 2, "lo": 3.0, "hi": 2.0, "level": 0.95}
+    assert [res.spread(k) for k in "abcdef"] == [None] * 6
     assert Uncertainty(1, 1, "runs", 0.0, 1.0, 0.95, "").repeats_words == "1 run"

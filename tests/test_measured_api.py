@@ -77,15 +77,31 @@ def test_estimate_is_the_mean_of_the_repeats_with_a_t_interval_over_them() -> No
         "kind": "95% t interval over 5 seeds"}
 
 
+TWELVE = [41.0, 39.5, 44.2, 40.1, 42.3, 43.0, 38.8, 41.7, 40.6, 45.1, 39.9, 42.8]
+
+
 def test_a_bootstrap_interval_is_seeded_so_the_same_figures_give_the_same_interval() -> None:
-    a = estimate("a_ms", SEEDS, unit="ms", n=5, measured="timed", method="bootstrap", level=0.9)
-    b = estimate("b_ms", SEEDS, unit="ms", n=5, measured="timed", method="bootstrap", level=0.9)
-    c = estimate("c_ms", SEEDS, unit="ms", n=5, measured="timed", method="bootstrap", level=0.9, seed=1)
+    a = estimate("a_ms", TWELVE, unit="ms", n=12, measured="timed", method="bootstrap", level=0.9)
+    b = estimate("b_ms", TWELVE, unit="ms", n=12, measured="timed", method="bootstrap", level=0.9)
+    c = estimate("c_ms", TWELVE, unit="ms", n=12, measured="timed", method="bootstrap", level=0.9, seed=1)
     assert (a.lo, a.hi) == (b.lo, b.hi) != (c.lo, c.hi)
-    assert min(SEEDS) <= a.lo <= a.point <= a.hi <= max(SEEDS)
-    assert a.kind == "90% percentile bootstrap over 5 runs (2000 resamples, seed 0)"
-    same = estimate("flat", [2.5, 2.5, 2.5], n=3, measured="timed", method="bootstrap")
+    assert min(TWELVE) <= a.lo <= a.point <= a.hi <= max(TWELVE)
+    assert a.kind == "90% percentile bootstrap over 12 runs (2000 resamples, seed 0)"
+    same = estimate("flat", [2.5] * 10, n=10, measured="timed", method="bootstrap")
     assert (same.lo, same.point, same.hi) == (2.5, 2.5, 2.5)
+
+
+def test_a_bootstrap_over_fewer_than_ten_repeats_is_refused_for_t() -> None:
+    """A percentile bootstrap of a few repeats is narrower than the t interval and undercovers: estimate() refuses
+    it below 10 repeats and names the fix."""
+    with pytest.raises(ValueError) as err:
+        estimate("p99_ms", SEEDS, unit="ms", n=480, measured="timed", method="bootstrap", repeated="seeds")
+    assert str(err.value) == (
+        "estimate 'p99_ms': a percentile bootstrap over 5 repeats gives an interval too narrow (it undercovers "
+        "below 10 repeats): use method=\"t\", or measure at least 10 repeats")
+    assert "p99_ms" not in check_api._state["values"]
+    t = estimate("p99_ms", SEEDS, unit="ms", n=480, measured="timed", repeated="seeds")
+    assert t.kind == "95% t interval over 5 seeds"
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
@@ -96,7 +112,7 @@ def test_a_bootstrap_interval_is_seeded_so_the_same_figures_give_the_same_interv
     ({"per_repeat": ["a", "b"]}, "estimate 'x': per_repeat must be numbers, one per repeat, not ['a', 'b']"),
     ({"method": "bca"}, "estimate 'x': method is \"t\" or \"bootstrap\", not 'bca'"),
     ({"level": 95}, "estimate 'x': level is a fraction between 0 and 1, like 0.95, not 95"),
-    ({"method": "bootstrap", "resamples": 10},
+    ({"method": "bootstrap", "resamples": 10, "per_repeat": [41.0, 39.5, 44.2, 40.1, 42.3] * 2},
      "estimate 'x': resamples must be a whole number of at least 100, not 10"),
     ({"n": 3}, "value 'x': n = 3 samples over 5 repeats: n counts the samples over all repeats, at least one per "
                "repeat"),
@@ -138,17 +154,32 @@ def test_value_records_an_interval_computed_elsewhere() -> None:
                                  "the point it qualifies"),
     ({"interval_kind": "t over seeds"},
      "value 'x': interval_kind 't over seeds' must start with its confidence level and say how the interval was "
-     "computed, like \"95% t interval over 5 seeds\" or \"95% percentile bootstrap over 480 requests\""),
+     "computed, like \"95% t interval over 5 seeds\" or \"95% percentile bootstrap over 12 seeds (2000 resamples, "
+     "seed 0)\""),
     ({"interval_kind": "100% sure"},
      "value 'x': interval_kind '100% sure' must start with its confidence level and say how the interval was "
-     "computed, like \"95% t interval over 5 seeds\" or \"95% percentile bootstrap over 480 requests\""),
+     "computed, like \"95% t interval over 5 seeds\" or \"95% percentile bootstrap over 12 seeds (2000 resamples, "
+     "seed 0)\""),
     ({"repeated": ""}, "value 'x': repeated names what was repeated in the plural, like \"seeds\" or \"runs\", not ''"),
+    ({"repeated": "seed"},
+     "value 'x': repeated names what was repeated in the plural, like \"seeds\" or \"runs\", not 'seed'"),
+    ({"repeats": 3}, "value 'x': interval_kind '95% t interval over 5 seeds' says over 5 seeds, but repeats = 3: the "
+                     "interval is computed over the repeats"),
+    ({"interval_kind": "95% percentile bootstrap over 5 seedz", "n": 480, "repeats": 4},
+     "value 'x': interval_kind '95% percentile bootstrap over 5 seedz' says over 5 seedz, but repeats = 4: the "
+     "interval is computed over the repeats"),
 ])
 def test_value_refuses_an_interval_that_does_not_hold_together(change: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as err:
         value("x", 41.2, **{**GOOD, **change})
     assert str(err.value) == message
     assert "x" not in check_api._state["values"]   # nothing is recorded
+
+
+def test_an_interval_kind_may_name_the_repeats_or_the_samples() -> None:
+    value("a_ms", 41.2, **{**GOOD, "interval_kind": "95% percentile bootstrap over 480 requests"})
+    value("b_ms", 41.2, **{**GOOD, "interval_kind": "95% t interval over 5 seeds, 96 requests each"})
+    assert check_api._state["uncertainty"]["a_ms"]["kind"] == "95% percentile bootstrap over 480 requests"
 
 
 def test_only_a_number_carries_an_interval() -> None:
@@ -162,7 +193,7 @@ CHECK = '''\
 from numbook.check import estimate, value
 
 e = estimate("p99_ms", [41.0, 39.5, 44.2, 40.1, 42.3], unit="ms", n=480, repeated="seeds", measured="x")
-b = estimate("p50_ms", [11.0, 12.5, 10.2], unit="ms", n=30, method="bootstrap", measured="x")
+b = estimate("p50_ms", [11, 12.5, 10, 11, 11, 12, 12, 10, 11, 12], unit="ms", n=100, method="bootstrap", measured="x")
 value("plain_ms", 3.0, measured="x")
 print(f"p99 {e:.2f} ms, {e.kind}: {e.lo:.3f}-{e.hi:.3f}")
 print(f"p50 {b:.2f} ms, {b.kind}: {b.lo:.3f}-{b.hi:.3f}")

@@ -178,6 +178,39 @@ def test_two_measured_values_compared_must_have_intervals_apart_in_the_stated_di
         "intervals that lie apart in the stated direction"]
 
 
+EQUAL = ("but their intervals do not overlap: old_ms 95% CI 37.0 to 46.0 ms, new_ms 95% CI 48.0 to 60.0 ms; "
+         "measured values said to be equal must have intervals that overlap")
+
+
+def test_two_measured_values_said_equal_must_have_intervals_that_overlap() -> None:
+    says = "problems/X.md:1: the sentence says 41 (old_ms) is equal 52 (new_ms)"
+    assert messages("The old p99, [[41|old_ms]] ms, equals [[52|new_ms]] ms.") == [f"{says} ('equals'), {EQUAL}"]
+    assert messages("The old p99, [[41|old_ms]] ms, is equal to [[52|new_ms]] ms.") == [f"{says} ('equal'), {EQUAL}"]
+    assert messages("The old p99, [[41|old_ms]] ms, is identical to [[52|new_ms]] ms.") == [
+        f"{says} ('identical'), {EQUAL}"]
+    assert messages("The two p99s, [[41|old_ms]] ms and [[52|new_ms]] ms, are equal.") == [
+        f"{says} ('equal'), {EQUAL}"]
+    # intervals that overlap (41–48 and 48–60 touch) hold for equal, and fail for "does not equal"
+    assert messages("The p99 near the limit, [[44|near_ms]] ms, equals [[52|new_ms]] ms.") == []
+    assert messages("[[44|near_ms]] ms and [[52|new_ms]] ms are equal.") == []
+    assert messages("The p99, [[41|old_ms]] ms, does not equal [[52|new_ms]] ms.") == []
+    assert messages("The p99, [[44|near_ms]] ms, does not equal [[52|new_ms]] ms.") == [
+        "problems/X.md:1: the sentence says 44 (near_ms) is differs 52 (new_ms) ('not equal'), but their intervals "
+        "overlap: near_ms 95% CI 41.0 to 48.0 ms, new_ms 95% CI 48.0 to 60.0 ms; measured values compared must have "
+        "intervals that lie apart in the stated direction"]
+
+
+def test_a_measured_value_said_equal_to_a_computed_one_has_it_inside_its_interval() -> None:
+    assert messages("The p99, [[52|new_ms]] ms, equals the target [[50|slo_ms]] ms.") == []
+    assert messages("The p99, [[41|old_ms]] ms, equals the target [[50|slo_ms]] ms.") == [
+        "problems/X.md:1: the sentence says 41 (old_ms) is equal 50 (slo_ms) ('equals'), but their intervals do not "
+        "overlap: old_ms 95% CI 37.0 to 46.0 ms, slo_ms = 50.0 ms; measured values said to be equal must have "
+        "intervals that overlap"]
+    # two computed values said equal, or one value's words: no relation the verifier reads, as before
+    assert messages("The target [[50|slo_ms]] ms equals [[12|steps]] steps.") == []
+    assert messages("All [[12|steps]] steps are equal.") == []
+
+
 def test_a_measured_value_compared_with_a_computed_one_holds_over_its_whole_interval() -> None:
     assert messages("The p99, [[44|near_ms]] ms, is below the target [[50|slo_ms]] ms.") == []
     assert messages("The p99, [[52|new_ms]] ms, is above the target [[50|slo_ms]] ms.") == [

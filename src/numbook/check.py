@@ -285,6 +285,8 @@ def value(name: str, x: T, *, unit: str | None = None, dtype: str | None = None,
 
 _LEVEL = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*\S")
 """The confidence level an ``interval_kind`` starts with: ``95% t interval over 5 seeds``."""
+_OVER = re.compile(r"\bover (\d+) ([A-Za-z][A-Za-z-]*)")
+"""The repeats an ``interval_kind`` names: ``over 5 seeds``."""
 
 
 def _count(name: str, what: str, x: Any, meaning: str) -> int:
@@ -312,7 +314,8 @@ def _uncertainty(name: str, x: Any, measured: str | None, n: Any, repeats: Any, 
     if n < repeats:
         raise ValueError(f"value {name!r}: n = {n} samples over {repeats} repeats: n counts the samples over all "
                          "repeats, at least one per repeat")
-    if not isinstance(repeated, str) or not re.fullmatch(r"[A-Za-z][A-Za-z -]*", repeated.strip()):
+    if (not isinstance(repeated, str) or not re.fullmatch(r"[A-Za-z][A-Za-z -]*", repeated.strip())
+            or not repeated.strip().endswith("s")):
         raise ValueError(f"value {name!r}: repeated names what was repeated in the plural, like \"seeds\" or "
                          f"\"runs\", not {repeated!r}")
     point = _plain(x)
@@ -335,7 +338,11 @@ def _uncertainty(name: str, x: Any, measured: str | None, n: Any, repeats: Any, 
     if not 0 < level < 1:
         raise ValueError(f"value {name!r}: interval_kind {kind!r} must start with its confidence level and say how "
                          "the interval was computed, like \"95% t interval over 5 seeds\" or \"95% percentile "
-                         "bootstrap over 480 requests\"")
+                         "bootstrap over 12 seeds (2000 resamples, seed 0)\"")
+    over = _OVER.search(str(kind))
+    if over and int(over.group(1)) not in (repeats, n):   # "over 5 seeds", or the samples: "over 480 requests"
+        raise ValueError(f"value {name!r}: interval_kind {kind!r} says over {over.group(1)} {over.group(2)}, but "
+                         f"repeats = {repeats}: the interval is computed over the repeats")
     return {"n": n, "repeats": repeats, "repeated": repeated.strip(), "lo": ends[0], "hi": ends[1], "level": level,
             "kind": str(kind).strip()}
 
@@ -450,7 +457,8 @@ def estimate(name: str, per_repeat: Iterable[Any], *, measured: str, n: int, uni
     ``"bootstrap"`` of that mean (``resamples`` resamples of the repeats, with a fixed ``seed``: the same
     figures give the same interval). ``n`` is the samples behind the figure over all repeats (480 requests
     over 5 seeds); ``repeated`` names the repeats in the plural, as the page shows them ("5 seeds").
-    ``measured`` says what was measured, as for ``value()``. At least two repeats. Returns an
+    ``measured`` says what was measured, as for ``value()``. At least two repeats; at least 10 for
+    ``"bootstrap"``, which undercovers with fewer (use ``"t"``). Returns an
     :class:`Estimate`; the value is recorded as for ``value(name, point, unit=unit, measured=measured, n=n,
     repeats=r, repeated=repeated, interval=(lo, hi), interval_kind=...)``.
     """
@@ -463,6 +471,9 @@ def estimate(name: str, per_repeat: Iterable[Any], *, measured: str, n: int, uni
                          f"(got {xs!r})")
     if method not in ("t", "bootstrap"):
         raise ValueError(f"estimate {name!r}: method is \"t\" or \"bootstrap\", not {method!r}")
+    if method == "bootstrap" and len(xs) < 10:
+        raise ValueError(f"estimate {name!r}: a percentile bootstrap over {len(xs)} repeats gives an interval too "
+                         "narrow (it undercovers below 10 repeats): use method=\"t\", or measure at least 10 repeats")
     if isinstance(level, bool) or not isinstance(level, int | float) or not 0 < level < 1:
         raise ValueError(f"estimate {name!r}: level is a fraction between 0 and 1, like 0.95, not {level!r}")
     if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 100:

@@ -82,7 +82,7 @@
         }, 50);
         if (right) {
           quiz.classList.add("is-solved");
-          // The build hid the claims' tooltips (they name the value); the key is found now.
+          // The build hid the claims' tooltips and their interval suffixes' (they name the value); the key is found now.
           quiz.querySelectorAll("[data-nb-title]").forEach(function (claim) {
             claim.setAttribute("title", claim.getAttribute("data-nb-title"));
           });

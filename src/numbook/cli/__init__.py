@@ -231,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     d.add_argument("new", type=Path, help="the later ledger, e.g. site/numbers.json of this build")
     d.add_argument("--fail-on-change", action="store_true", help="exit 1 when any published number changed")
     d.add_argument("--ignore-measured", action="store_true",
-                   help="leave out measured values (timings) whose written form held: they move between any two runs")
+                   help="leave out measured values (timings) whose written form is unchanged, whose intervals overlap "
+                        "and whose claim still verifies: they move between any two runs")
     args = parser.parse_args(argv)
     try:
         return _command(args)

@@ -113,10 +113,21 @@ class Change:
 
     @property
     def measured(self) -> bool:
-        """A measured value (a timing) whose written form did not change, and whose intervals (where both builds
-        recorded one) overlap: run-to-run noise, not a new result."""
+        """A measured value (a timing) whose written form did not change, whose intervals (where both builds
+        recorded one) overlap and whose claim still verifies: run-to-run noise, not a new result."""
+        return self.spread and self.new is not None and self.new.ok
+
+    @property
+    def spread(self) -> bool:
+        """A measured value whose written form did not change and whose intervals (where both have one) overlap,
+        whether or not its claim still verifies."""
         return (self.old is not None and self.new is not None and bool(self.old.measured or self.new.measured)
                 and self.old.written == self.new.written and self.overlap is not False)
+
+    @property
+    def fails(self) -> bool:
+        """A claim that fails verification in the new ledger (never left out as a measurement's spread)."""
+        return self.new is not None and not self.new.ok
 
     @property
     def moved(self) -> bool:
@@ -135,7 +146,8 @@ class Change:
 
     def describe(self) -> str:
         if self.old is None and self.new is not None:
-            return f"  + {self.name} = {self.new.value} (line {self.new.line}, written {self.new.written})"
+            return (f"  + {self.name} = {self.new.value} (line {self.new.line}, written {self.new.written})"
+                    + ("; fails verification" if self.fails else ""))
         if self.new is None and self.old is not None:
             return f"  - {self.name} = {self.old.value} (was line {self.old.line}, written {self.old.written})"
         assert self.old is not None and self.new is not None
@@ -143,7 +155,7 @@ class Change:
         what = self.new.measured or self.old.measured
         if self.old.value != self.new.value:
             parts.append(f"computed {self.old.value} → {self.new.value}")
-            if self.measured or (what and self.overlap is False):
+            if self.spread or (what and self.overlap is False):
                 parts[-1] += f" (measured: {what})"
         if (self.old.lo, self.old.hi) != (self.new.lo, self.new.hi):
             interval = f"interval {_ends(self.old)} → {_ends(self.new)}"
@@ -156,11 +168,27 @@ class Change:
         vers = {k: (self.old.versions.get(k), v) for k, v in self.new.versions.items() if self.old.versions.get(k) != v}
         if vers:
             parts.append("with " + ", ".join(f"{k} {a} → {b}" for k, (a, b) in sorted(vers.items())))
+        if self.fails:
+            parts.append("now fails verification" if self.old.ok else "still fails verification")
         return f"  ~ {self.name} (line {self.new.line}): " + "; ".join(parts)
 
 
 def _ends(e: Entry) -> str:
-    return f"{e.lo}–{e.hi}" if e.lo and e.hi else "none"
+    return f"{_digits(e.lo)}–{_digits(e.hi)}" if e.lo and e.hi else "none"
+
+
+def _digits(end: str) -> str:
+    """An interval's end at 4 significant digits, as the diff shows it (the ledger keeps full precision)."""
+    if len(end.lstrip("-").replace(".", "").lstrip("0").rstrip("0")) <= 4:
+        return end   # "20.0", "37.21": written short already
+    try:
+        return f"{float(end):.4g}"
+    except ValueError:
+        return end
+
+
+def _count(k: int, one: str, many: str) -> str:
+    return f"{k} {one if k == 1 else many}"
 
 
 def diff(old: list[Entry], new: list[Entry]) -> list[Change]:
@@ -179,7 +207,7 @@ def diff(old: list[Entry], new: list[Entry]) -> list[Change]:
     for k in sorted(set(a) | set(b)):
         o, n = a.get(k), b.get(k)
         if (o is not None and n is not None and o.value == n.value and o.written == n.written
-                and (o.lo, o.hi) == (n.lo, n.hi)):
+                and (o.lo, o.hi) == (n.lo, n.hi) and o.ok == n.ok):
             continue
         changes.append(Change(k[0], k[2], k[1], o, n))
     return changes
@@ -198,8 +226,18 @@ def format_diff(changes: list[Change]) -> str:
     pages = len({c.page for c in changes})
     noise = sum(c.measured for c in changes)
     moved = sum(c.moved for c in changes)
-    beyond = f"{moved} measured values whose intervals no longer overlap; " if moved else ""
-    out.append(f"numbook diff: {len(changes)} published numbers changed on {pages} pages"
-               + (f" ({noise} of them measured values, which move between any two runs; {beyond}"
-                  f"{len(changes) - noise - moved} computed)" if noise or moved else ""))
+    failing = sum(c.fails for c in changes)
+    parts = []
+    if noise:
+        parts.append(f"{noise} of them measured values, which move between any two runs" if noise > 1 else
+                     "1 of them a measured value, which moves between any two runs")
+    if moved:
+        parts.append(_count(moved, "measured value whose intervals no longer overlap",
+                            "measured values whose intervals no longer overlap"))
+    if parts:
+        parts.append(f"{len(changes) - noise - moved} computed")
+    if failing:
+        parts.append(_count(failing, "claim that fails verification", "claims that fail verification"))
+    out.append(f"numbook diff: {_count(len(changes), 'published number', 'published numbers')} changed on "
+               f"{_count(pages, 'page', 'pages')}" + (f" ({'; '.join(parts)})" if parts else ""))
     return "\n".join(out)

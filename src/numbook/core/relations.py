@@ -63,6 +63,8 @@ class RelationSentence:
     words: tuple[str, ...]   # the relation words found in it
     tokens: tuple[str, ...] = ()          # its words, lower case, each bound claim as "\0claim"
     claims: tuple[tuple[int, str], ...] = ()   # (index in tokens, marker body "lit|ref") of each bound claim
+    equality: bool = False   # read only for an equality word between two bound claims ("[[a]] equals [[b]]"):
+                             # tested where one of the two carries an interval, else left alone
 
 
 def _sentences(text: str) -> list[tuple[int, str]]:
@@ -133,6 +135,8 @@ def relation_sentences(text: str) -> list[RelationSentence]:
         near = sorted(strong | weak)
         if near:
             found.append(RelationSentence(line, sentence, tuple(near), tuple(tokens), tuple(claims)))
+        elif len(claims) > 1 and (equal := sorted({t for t in tokens if t in EQUAL})):
+            found.append(RelationSentence(line, sentence, tuple(equal), tuple(tokens), tuple(claims), equality=True))
     return found
 
 
@@ -157,13 +161,15 @@ _PHRASES: tuple[tuple[tuple[str, ...], str, str], ...] = (
     (("or", "fewer"), CMP, "<="), (("more", "than"), CMP, ">"), (("less", "than"), CMP, "<"),
     (("no", "faster", "than"), SPEED, "<="), (("no", "slower", "than"), SPEED, ">="),
 )
+EQUAL = ("equal", "equals", "identical")
+"""The equality words: not relation words of a sentence on their own; read between two bound claims."""
 _WORDS: dict[str, tuple[str, str]] = {
     **dict.fromkeys(("larger", "bigger", "greater", "higher", "above", "exceeds", "exceed", "exceeding", "exceeded",
                      "longer", "costlier", "overstates", "overstate", "outgrows", "dominates", "wider", "heavier"),
                     (CMP, ">")),
     **dict.fromkeys(("smaller", "lower", "fewer", "below", "shorter", "cheaper", "understates", "understate",
                      "narrower", "lighter"), (CMP, "<")),
-    **dict.fromkeys(("equal", "equals", "identical"), (CMP, "==")),
+    **dict.fromkeys(EQUAL, (CMP, "==")),
     **dict.fromkeys(("differs", "differ", "different", "unequal"), (CMP, "!=")),
     "faster": (SPEED, ">"), "slower": (SPEED, "<"),
     **dict.fromkeys(("grows", "grow", "rises", "rise", "increases", "increase", "climbs"), (TREND, ">")),

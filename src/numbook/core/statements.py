@@ -205,11 +205,18 @@ def compared(rel: RelationSentence, lookup: Callable[[str], Bound | None]) -> tu
         last = s.at + len(s.words.split()) - 1 - (1 if s.words.split()[0] in ("not", "no", "never") else 0)
         before = next((i for i in range(first - 1, max(-1, first - 1 - _BEFORE), -1) if i in at), None)
         after = next((i for i in range(last + 1, min(len(rel.tokens), last + 2 + _AFTER)) if i in at), None)
+        if after is None and before is not None and s.op in ("==", "!="):
+            # "[[a]] ms and [[b]] ms are equal": a symmetric relation after the two values it relates
+            earlier = next((i for i in range(before - 1, max(-1, before - 1 - _BEFORE), -1) if i in at), None)
+            if earlier is not None and "and" in rel.tokens[earlier + 1:before]:
+                before, after = earlier, before
         if before is None or after is None:
             continue
         a, b = lookup(at[before]), lookup(at[after])
         if a is None or b is None or not (a.ok and b.ok):
             continue
+        if rel.equality and a.interval is None and b.interval is None:
+            continue   # two computed values said equal, in a sentence of no other relation: not read
         pair = _convert(a, b)
         f = _factor(a, b)
         if pair is None or f is None:

@@ -94,7 +94,11 @@ class ClaimPreprocessor(Preprocessor):
     def behind(self, rec: Record) -> str:
         """A measured value's interval after its claim and unit (``numbook.html.render.interval``), stashed."""
         el = interval(rec)
-        return self.md.htmlStash.store(to_html(el)) if el is not None else ""
+        if el is None:
+            return ""
+        placeholder = self.md.htmlStash.store(to_html(el))
+        self.ext.intervals[len(self.md.htmlStash.rawHtmlBlocks) - 1] = rec
+        return placeholder
 
 
 REVEAL = {"Solution": "Show the solution", "Answer": "Show the answer"}
@@ -206,6 +210,7 @@ class NumbookExtension(Extension):
         }
         super().__init__(**kwargs)
         self.stashed: dict[int, Record] = {}   # htmlStash index -> the record stashed there (components.keys)
+        self.intervals: dict[int, Record] = {}   # htmlStash index -> the claim whose interval suffix is there
         self.claim_index: str | None = None    # the placeholder of the page's index of math claims
         self._results: Results | None = None
         session = self.getConfig("session")
@@ -251,6 +256,7 @@ class NumbookExtension(Extension):
 
     def reset(self) -> None:
         self.stashed = {}
+        self.intervals = {}
 
 
 def extension_of(md: Markdown) -> NumbookExtension | None:

@@ -17,7 +17,7 @@ from markdown import Markdown
 
 from numbook.core.verify import Record, RecordKind
 from numbook.html.extension import extension_of
-from numbook.html.render import element, to_html
+from numbook.html.render import element, interval, to_html
 
 __all__ = ["hide_claim_titles"]
 
@@ -35,17 +35,24 @@ def _stash_in(md: Markdown, text: str) -> list[int]:
 
 
 def hide_claim_titles(md: Markdown, el: etree.Element) -> None:
-    """Move the tooltip of every claim inside ``el`` to ``data-nb-title``.
+    """Move the tooltip of every claim inside ``el``, and of a measured claim's interval suffix (``nb-ci``), to
+    ``data-nb-title``.
 
-    A claim's tooltip names its value and check, which would give the key away on hover;
-    ``components.js`` puts it back once the reader has found the right answer. The claim is
-    rendered again from its record, with the tooltip moved.
+    A claim's tooltip names its value and check, and the suffix's its interval, which would give the key away on
+    hover; ``components.js`` puts them back once the reader has found the right answer. Each is rendered again
+    from its record, with the tooltip moved.
     """
+    ext = extension_of(md)
     for i in _stash_in(md, "".join(el.itertext())):
+        behind = ext.intervals.get(i) if ext is not None else None
         rec = _stashed(md, i)
-        if rec is None or rec.kind != RecordKind.CLAIM:
+        if behind is not None:
+            rec, render = behind, interval
+        elif rec is None or rec.kind != RecordKind.CLAIM:
             continue
-        claim = element(rec)
+        else:
+            render = element
+        claim = render(rec)
         if claim is not None and claim.get("title") is not None:
             claim.set("data-nb-title", claim.attrib.pop("title"))
             md.htmlStash.rawHtmlBlocks[i] = to_html(claim)

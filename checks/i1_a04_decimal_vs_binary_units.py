@@ -70,6 +70,24 @@ closed = 2 * V * d + L * (2 * d * H * Dh + 2 * d * Hkv * Dh + 3 * d * f + 2 * d)
 sanity("params_closed_form", closed == n_params, "the count from the matrix list equals the closed form",
        operands=(n_params, closed), relation="equal")
 value("weights_bytes", w_bytes)
+# why the weights' GiB figure is not round: the matrices alone are not, and the vocabulary is why
+Q = GiB // 4                                          # a quarter GiB: a GiB figure with at most two decimals
+mat_bytes = value("matrix_bytes", sum(torch.empty(s, dtype=fp8, **meta).nbytes for s in matrices))
+value("matrix_gib", mat_bytes / GiB)
+eh_bytes = torch.empty(V, d, dtype=fp8, **meta).nbytes + torch.empty(V, d, dtype=fp8, **meta).nbytes
+value("embed_head_mib", eh_bytes / MiB)
+layer_bytes = sum(torch.empty(s, dtype=fp8, **meta).nbytes for s in per_layer) * L
+value("layers_gib", layer_bytes / GiB)
+v_two = 0
+while V % 2 ** (v_two + 1) == 0:
+    v_two += 1
+v_odd = value("vocab_odd_part", V // 2**v_two)
+value("vocab_two_power", v_two)
+sanity("vocab_breaks_round", mat_bytes % Q != 0 and eh_bytes % Q != 0 and v_odd % 5 != 0 and v_odd > 1
+       and mat_bytes == eh_bytes + layer_bytes,
+       "the matrices' bytes are no whole number of quarter GiB, nor are the embedding and head's 2 V d bytes,"
+       " whose vocabulary factor has an odd part other than a power of five",
+       operands=(mat_bytes / GiB, eh_bytes / GiB), relation="not")
 value("weights_gb", w_bytes / GB)
 value("weights_gib", w_bytes / GiB)
 

@@ -76,7 +76,9 @@ def mixed_precision_step(master, make):
     for q in work.parameters():
         # the bf16 gradients a backward pass leaves; with no data, those of the loss ||w||^2 / 2, which is w
         q.grad = q.detach().clone()
-    # fused=True: torch's single-kernel Adam (CPU and GPU); the state it keeps is the same as the default's
+    # fused=True on CPU: torch's single-kernel Adam; the state it keeps is the same as the default's. On meta
+    # parameters fused=True raises, so the default runs: m and v come out as meta tensors, the step
+    # counters as fp32 CPU scalars
     opt = torch.optim.Adam(master.parameters(), fused=next(master.parameters()).device.type == "cpu")
     for p, q in zip(master.parameters(), work.parameters(), strict=True):
         p.grad = q.grad.float()                   # fp32 copy for the update

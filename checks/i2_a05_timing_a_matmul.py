@@ -187,9 +187,9 @@ sanity("skinny_far_from_peak", flops_ratio < 0.5,
        "the skinny product reaches less than half the square product's FLOP/s", operands=(sk_gflops, peak),
        relation="half")
 sanity("skinny_at_bandwidth", 0.25 <= bw_ratio <= 5,
-       "its bytes/s are within a small factor of the copy bandwidth", operands=(sk_gbs, bw))
+       "its bytes/s are between 0.25 and 5 times the copy bandwidth", operands=(sk_gbs, bw))
 sanity("rounds_at_bandwidth", 0.25 <= lo <= hi <= 5,
-       "in every round its bytes/s are within a small factor of the copy bandwidth of the same round",
+       "in every round its bytes/s are between 0.25 and 5 times the copy bandwidth of the same round",
        operands=(lo, hi))
 
 # -- variation: the batch at which gate_proj in fp32 would cross this machine's ridge ---------------------

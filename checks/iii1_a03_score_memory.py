@@ -90,6 +90,8 @@ sanity("backward_keeps_scores", largest_saved == s16 and n_square >= 1,
 all_layers = value("saved_all_layers_gb", layers * largest_saved / GB)
 value("saved_all_layers_gib", layers * largest_saved / GiB)
 h100_mib = fact("h100_sxm_memory_reported_mib", "h100_mib")   # what the device reports (nvidia-smi)
+h100_cuda_mib = fact("h100_sxm_memory_cuda_total_mib", "h100_cuda_mib")   # the CUDA runtime's total
+value("h100_smi_minus_cuda_mib", h100_mib - h100_cuda_mib)
 h100_bytes = h100_mib * 2**20
 h100_gb = value("h100_gb", h100_bytes / GB)
 sanity("all_layers_exceed_h100", layers * largest_saved > h100_bytes,

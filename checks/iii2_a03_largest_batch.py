@@ -80,6 +80,8 @@ V = fact("llama3_8b_vocab", "vocab")
 INTER = fact("llama3_8b_intermediate", "intermediate", nudge=2)  # even: servebench's stand-in MLP is 3I/2 wide
 T = fact("llama3_8b_context", "T")
 MEM_MIB = fact("h100_sxm_memory_reported_mib", "memory_mib")   # what the device reports (nvidia-smi)
+MEM_CUDA_MIB = fact("h100_sxm_memory_cuda_total_mib", "memory_cuda_mib")   # the CUDA runtime's total
+value("smi_minus_cuda_mib", MEM_MIB - MEM_CUDA_MIB)
 MEM = MEM_MIB * MiB
 MEM_GB = fact("h100_sxm_memory_gb", "memory_gb")                # the datasheet's figure
 RESERVE = given("reserve", 0.10)

@@ -3,8 +3,10 @@
 The gap between each decimal prefix (10^3k bytes) and its binary twin (2^10k bytes), two ways:
 the ratio of the definitions and the compounding of the first gap. Then a fit: Llama 3 70B's
 weights in fp8 (meta tensors of every matrix, counted from its config) and a bf16 KV cache of
-full-context sequences, against the H100's 80 GB datasheet figure read as GB and misread as GiB.
-The number of sequences that fit is found by probing meta tensors of growing batch size.
+full-context sequences, against an H100's memory: the capacity the device reports to software
+(81,559 MiB, as nvidia-smi prints it), which decides the fit, and the datasheet's "80 GB". Each
+figure is read in its own unit and misread in the other. The number of sequences that fit is found
+by probing meta tensors of growing batch size.
 """
 
 import math
@@ -50,7 +52,8 @@ L = fact("llama3_70b_layers", "L")
 H = fact("llama3_70b_heads", "H", nudge=64)           # nudged to 128: still a multiple of Hkv
 Hkv = fact("llama3_70b_kv_heads", "Hkv", nudge=8)     # nudged to 16: still divides H
 f = fact("llama3_70b_intermediate", "f")
-mem_gb = fact("h100_sxm_memory_gb", "mem_gb")
+mem_gb = fact("h100_sxm_memory_gb", "mem_gb")               # the datasheet's figure, in GB
+mem_mib = fact("h100_sxm_memory_reported_mib", "mem_mib")   # what the device reports, in MiB (nvidia-smi)
 T = given("T", 8192)                                  # tokens of context per sequence
 Dh = d // H
 
@@ -67,6 +70,24 @@ closed = 2 * V * d + L * (2 * d * H * Dh + 2 * d * Hkv * Dh + 3 * d * f + 2 * d)
 sanity("params_closed_form", closed == n_params, "the count from the matrix list equals the closed form",
        operands=(n_params, closed), relation="equal")
 value("weights_bytes", w_bytes)
+# why the weights' GiB figure is not round: the matrices alone are not, and the vocabulary is why
+Q = GiB // 4                                          # a quarter GiB: a GiB figure with at most two decimals
+mat_bytes = value("matrix_bytes", sum(torch.empty(s, dtype=fp8, **meta).nbytes for s in matrices))
+value("matrix_gib", mat_bytes / GiB)
+eh_bytes = torch.empty(V, d, dtype=fp8, **meta).nbytes + torch.empty(V, d, dtype=fp8, **meta).nbytes
+value("embed_head_mib", eh_bytes / MiB)
+layer_bytes = sum(torch.empty(s, dtype=fp8, **meta).nbytes for s in per_layer) * L
+value("layers_gib", layer_bytes / GiB)
+v_two = 0
+while V % 2 ** (v_two + 1) == 0:
+    v_two += 1
+v_odd = value("vocab_odd_part", V // 2**v_two)
+value("vocab_two_power", v_two)
+sanity("vocab_breaks_round", mat_bytes % Q != 0 and eh_bytes % Q != 0 and v_odd % 5 != 0 and v_odd > 1
+       and mat_bytes == eh_bytes + layer_bytes,
+       "the matrices' bytes are no whole number of quarter GiB, nor are the embedding and head's 2 V d bytes,"
+       " whose vocabulary factor has an odd part other than a power of five",
+       operands=(mat_bytes / GiB, eh_bytes / GiB), relation="not")
 value("weights_gb", w_bytes / GB)
 value("weights_gib", w_bytes / GiB)
 
@@ -88,20 +109,33 @@ row("weights (fp8, scales, bf16 norms)", f"{w_bytes:,}", f"{w_bytes / GB:.2f} GB
 row("KV cache per token", f"{kv_tok:,}", f"{kv_tok / KB:.2f} KB", f"{kv_tok / KiB:.2f} KiB", w=34, cw=16)
 row("KV cache per sequence", f"{seq:,}", f"{seq / GB:.3f} GB", f"{seq / GiB:.3f} GiB", w=34, cw=16)
 
-# -- Step 4: the GPU, read two ways, and what fits --------------------------------------------------------
-cap_right = value("cap_bytes", mem_gb * GB)           # the datasheet's GB: 10^9 bytes
-cap_wrong = value("cap_misread_bytes", mem_gb * GiB)  # the same figure misread as GiB
-value("cap_gib", cap_right / GiB)
-value("cap_misread_gb", cap_wrong / GB)
-free_right = value("free_gb", (cap_right - w_bytes) / GB)
-free_wrong = value("free_misread_gb", (cap_wrong - w_bytes) / GB)
-free_err = value("free_overstated", (cap_wrong - w_bytes) / (cap_right - w_bytes) - 1)
-gap_g = (GiB - GB) / GB
-value("cap_full_share", w_bytes / cap_right)
-# second route: the capacity error (gap_g x capacity) spread over the free part alone
-sanity("free_error_amplified", math.isclose(free_err, gap_g * cap_right / (cap_right - w_bytes)) and free_err > gap_g,
-       "misreading GB as GiB overstates the free memory by gap x capacity / free: far more than the gap itself",
-       operands=(free_err, gap_g), relation="equal")
+# -- Step 4: the GPU, each figure read in its unit and in the other, and what fits ---------------------------
+cap_rep = value("cap_bytes", mem_mib * MiB)           # what the device reports: MiB, 2^20 bytes
+cap_rep_mb = value("cap_misread_mb_bytes", mem_mib * MB)   # the same figure misread as MB
+cap_ds = value("cap_ds_bytes", mem_gb * GB)           # the datasheet's GB: 10^9 bytes
+cap_ds_gib = value("cap_misread_bytes", mem_gb * GiB)  # the datasheet's figure misread as GiB
+value("cap_gb", cap_rep / GB)
+value("cap_gib", cap_rep / GiB)
+value("cap_ds_gib", cap_ds / GiB)
+value("cap_misread_gb", cap_ds_gib / GB)
+value("cap_misread_mb_gb", cap_rep_mb / GB)
+free_rep = value("free_gb", (cap_rep - w_bytes) / GB)
+free_mb = value("free_misread_mb_gb", (cap_rep_mb - w_bytes) / GB)
+free_ds = value("free_ds_gb", (cap_ds - w_bytes) / GB)
+free_gib = value("free_misread_gb", (cap_ds_gib - w_bytes) / GB)
+value("cap_full_share", w_bytes / cap_rep)
+ds_short = value("ds_under_reported", 1 - cap_ds / cap_rep)          # the datasheet's GB against the bytes reported
+gib_over = value("gib_over_reported_mib", (cap_ds_gib - cap_rep) / MiB)  # 80 GiB against the MiB reported
+sanity("ds_below_reported", cap_ds < cap_rep < cap_ds_gib,
+       "the device reports more than the datasheet's GB read as written, and less than the figure read as GiB",
+       operands=(cap_ds, cap_rep), relation=("smaller", "larger"))
+# the MiB figure misread as MB: the capacity falls by the MB/MiB gap, and all of it comes off the free memory
+free_err = value("free_understated", 1 - (cap_rep_mb - w_bytes) / (cap_rep - w_bytes))
+under_m = 1 - MB / MiB
+# second route: the capacity error (under_mb x capacity) spread over the free part alone
+sanity("free_error_amplified", math.isclose(free_err, under_m * cap_rep / (cap_rep - w_bytes)) and free_err > under_m,
+       "misreading MiB as MB understates the free memory by gap x capacity / free: far more than the gap itself",
+       operands=(free_err, under_m), relation="equal")
 
 
 def most_sequences(capacity):
@@ -112,34 +146,45 @@ def most_sequences(capacity):
     return b
 
 
-b_right = value("seqs_fit", most_sequences(cap_right))
-b_wrong = value("seqs_fit_misread", most_sequences(cap_wrong))
-used_right = value("used_at_fit_gb", (w_bytes + b_right * seq) / GB)
-over_right = value("used_one_more_gb", (w_bytes + (b_right + 1) * seq) / GB)
-value("used_misread_fit_gb", (w_bytes + b_wrong * seq) / GB)
-value("seqs_shift", b_wrong - b_right)
+b_rep = value("seqs_fit", most_sequences(cap_rep))
+b_mb = value("seqs_fit_misread_mb", most_sequences(cap_rep_mb))
+b_ds = value("seqs_fit_ds", most_sequences(cap_ds))
+b_gib = value("seqs_fit_misread", most_sequences(cap_ds_gib))
+used_rep = value("used_at_fit_gb", (w_bytes + b_rep * seq) / GB)
+over_rep = value("used_one_more_gb", (w_bytes + (b_rep + 1) * seq) / GB)
+value("seqs_lost_ds", b_rep - b_ds)
+value("seqs_lost_mb", b_rep - b_mb)
 
-print(f"\nThe datasheet's {mem_gb} GB, read two ways")
+print(f"\nAn H100 reports {mem_mib:,} MiB; its datasheet says {mem_gb} GB. Each read two ways")
 row("", "capacity bytes", "free", "sequences", w=36, cw=18)
-row(f"{mem_gb} GB (as written)", f"{cap_right:,}", f"{free_right:.2f} GB", b_right, w=36, cw=18)
-row(f"{mem_gb} GiB (misread)", f"{cap_wrong:,}", f"{free_wrong:.2f} GB", b_wrong, w=36, cw=18)
-row(f"weights + cache at B = {b_right}, {b_right + 1}", f"{used_right:.2f} GB", f"{over_right:.2f} GB", w=36, cw=18)
-closed_fit = (math.floor((cap_right - w_bytes) / seq), math.floor((cap_wrong - w_bytes) / seq))
-sanity("fit_closed_form", (b_right, b_wrong) == closed_fit,
-       "the meta-tensor probe agrees with floor(free bytes / bytes per sequence)",
-       operands=((b_right, b_wrong), closed_fit), relation="equal")
-sanity("readings_disagree", b_wrong > b_right and used_right <= mem_gb < over_right,
-       "the misread capacity admits more sequences than the GPU holds", operands=(b_wrong, b_right), relation="not")
-sanity("weights_fit_both", w_bytes < cap_right < cap_wrong, "the weights alone fit under either reading",
-       operands=(w_bytes, cap_right))
+row(f"{mem_mib:,} MiB (as reported)", f"{cap_rep:,}", f"{free_rep:.2f} GB", b_rep, w=36, cw=18)
+row(f"{mem_mib:,} MB (MiB misread)", f"{cap_rep_mb:,}", f"{free_mb:.2f} GB", b_mb, w=36, cw=18)
+row(f"{mem_gb} GB (datasheet, as written)", f"{cap_ds:,}", f"{free_ds:.2f} GB", b_ds, w=36, cw=18)
+row(f"{mem_gb} GiB (datasheet misread)", f"{cap_ds_gib:,}", f"{free_gib:.2f} GB", b_gib, w=36, cw=18)
+row(f"weights + cache at B = {b_rep}, {b_rep + 1}", f"{used_rep:.2f} GB", f"{over_rep:.2f} GB", w=36, cw=18)
+probed = (b_rep, b_mb, b_ds, b_gib)
+closed_fit = tuple(math.floor((c - w_bytes) / seq) for c in (cap_rep, cap_rep_mb, cap_ds, cap_ds_gib))
+sanity("fit_closed_form", probed == closed_fit,
+       "the meta-tensor probe agrees with floor(free bytes / bytes per sequence) for every reading",
+       operands=(probed, closed_fit), relation="equal")
+sanity("reported_decides", w_bytes + b_rep * seq <= cap_rep < w_bytes + (b_rep + 1) * seq,
+       "the sequences found fit the reported capacity, and one more does not", operands=(used_rep, over_rep),
+       relation=("smaller", "larger"))
+sanity("readings_disagree", b_ds < b_rep and b_mb < b_rep,
+       "the datasheet's GB read as written, and the reported MiB misread as MB, plan fewer sequences than fit",
+       operands=((b_ds, b_mb), b_rep), relation="smaller")
+sanity("weights_fit_both", w_bytes < min(cap_rep_mb, cap_ds), "the weights alone fit under every reading",
+       operands=(w_bytes, min(cap_rep_mb, cap_ds)))
 
 # -- variation: a batch of shorter sequences ----------------------------------------------------------------
 T2 = given("T2", 4096)
 seq2 = torch.empty(1, L, 2, Hkv, T2, Dh, dtype=bf16, **meta).nbytes
 value("v_seq_gb", seq2 / GB)
-v_right = value("v_seqs_fit", math.floor((cap_right - w_bytes) / seq2))
-v_wrong = value("v_seqs_fit_misread", math.floor((cap_wrong - w_bytes) / seq2))
-sanity("v_more_short", v_right >= 2 * b_right and v_wrong > v_right,
-       "halving T at least doubles the sequences that fit", operands=(v_right, 2 * b_right),
-       relation=("at least", "twice"))
-print(f"\nVariation: T = {T2:,}: {seq2 / GB:.3f} GB per sequence; fit {v_right} (GB) against {v_wrong} (misread)")
+v_rep = value("v_seqs_fit", math.floor((cap_rep - w_bytes) / seq2))
+v_ds = value("v_seqs_fit_ds", math.floor((cap_ds - w_bytes) / seq2))
+v_mb = value("v_seqs_fit_misread_mb", math.floor((cap_rep_mb - w_bytes) / seq2))
+sanity("v_more_short", v_rep >= 2 * b_rep and v_ds < v_rep and v_mb < v_rep,
+       "halving T at least doubles the sequences that fit; the datasheet's GB and the misread MiB still plan fewer",
+       operands=(v_rep, 2 * b_rep), relation=("at least", "twice", "smaller"))
+print(f"\nVariation: T = {T2:,}: {seq2 / GB:.3f} GB per sequence; fit {v_rep} (reported),"
+      f" {v_mb} (MiB misread as MB), {v_ds} (datasheet GB)")

@@ -5,7 +5,8 @@ copy, bf16 gradients on the working copy, their fp32 copies on the master weight
 torch.optim.Adam step, after which the bf16 weights are refreshed from the master. Every byte is
 read from .nbytes of the real tensors and of Adam's state. The same recipe on Llama 3 8B runs on
 the meta device (Adam steps on meta tensors too), and the total is set against one H100 and
-against the number of GPUs that sharding needs.
+against the number of GPUs that sharding needs: against the memory an H100 reports to software
+(81,559 MiB), which decides what fits, and against its datasheet's 80 GB, which plans more GPUs.
 """
 
 import math
@@ -15,7 +16,7 @@ import torch.nn as nn
 
 from numbook.check import fact, sanity, value
 
-GB, MB = 10**9, 10**6
+GB, MB, MiB = 10**9, 10**6, 2**20
 
 
 def row(label, *cells, w=30, cw=15):
@@ -75,7 +76,9 @@ def mixed_precision_step(master, make):
     for q in work.parameters():
         # the bf16 gradients a backward pass leaves; with no data, those of the loss ||w||^2 / 2, which is w
         q.grad = q.detach().clone()
-    # fused=True: torch's single-kernel Adam (CPU and GPU); the state it keeps is the same as the default's
+    # fused=True on CPU: torch's single-kernel Adam; the state it keeps is the same as the default's. On meta
+    # parameters fused=True raises, so the default runs: m and v come out as meta tensors, the step
+    # counters as fp32 CPU scalars
     opt = torch.optim.Adam(master.parameters(), fused=next(master.parameters()).device.type == "cpu")
     for p, q in zip(master.parameters(), work.parameters(), strict=True):
         p.grad = q.grad.float()                   # fp32 copy for the update
@@ -162,9 +165,12 @@ L3 = fact("llama3_8b_layers", "L3")
 H3 = fact("llama3_8b_heads", "H3", nudge=32)          # nudged to 64: still a multiple of Hkv3
 Hkv3 = fact("llama3_8b_kv_heads", "Hkv3", nudge=8)    # nudged to 16: still divides H3
 f3 = fact("llama3_8b_intermediate", "f3")
-# GPU counts are steps of the capacity: a 1 GB nudge crosses no step of the fully sharded count, so the
-# nudge is a quarter of the memory (80 -> 60 GB), which moves both counts
-mem_gb = fact("h100_sxm_memory_gb", "mem_gb", nudge=-20)
+# GPU counts are steps of the capacity: a 1 MiB nudge crosses no step of the fully sharded count, so the
+# nudge is close to a third of the memory (81,559 -> 56,559 MiB, 59.3 GB), which moves both counts
+mem_mib = fact("h100_sxm_memory_reported_mib", "mem_mib", nudge=-25000)   # what the device reports
+mem_gb = fact("h100_sxm_memory_gb", "mem_gb")                              # the datasheet's figure
+cap = mem_mib * MiB
+value("cap_gb", cap / GB)
 with torch.device("meta"):
     big = Llama(V3, d3, L3, H3, Hkv3, f3)
 N3 = value("l3_n_params", sum(p.numel() for p in big.parameters()))
@@ -175,28 +181,28 @@ pers3 = sum(by3[k] for k in ROLES) + by3["Adam step counters"]
 l3_gb = value("l3_total_gb", pers3 / GB)
 value("l3_peak_gb", (pers3 + by3["fp32 gradients (transient)"]) / GB)
 value("l3_weights_bf16_gb", by3["bf16 weights"] / GB)
-value("l3_over_h100", pers3 / (mem_gb * GB))
+value("l3_over_h100", pers3 / cap)
 print(f"\nLlama 3 8B on meta tensors: {N3:,} parameters, the same step")
 for k in ROLES:
     row(k, f"{by3[k] / GB:.2f} GB")
 row("total kept between steps", f"{pers3 / GB:.2f} GB", f"{pers3 / N3:.4f} B/param", cw=18)
-row(f"one H100: {mem_gb} GB", "fits" if pers3 <= mem_gb * GB else "does not fit")
+row(f"one H100: {mem_mib:,} MiB = {cap / GB:.2f} GB", "fits" if pers3 <= cap else "does not fit", cw=18)
 sanity("l3_rule_holds", pers3 == rule * N3 + 4 * t3, "Llama 3 8B on meta: 16 bytes per parameter again",
        operands=(pers3, rule * N3), relation="not")
-sanity("l3_does_not_fit", pers3 > mem_gb * GB and by3["bf16 weights"] < mem_gb * GB,
-       "the training state exceeds one H100 though the bf16 weights alone fit", operands=(pers3, mem_gb * GB),
+sanity("l3_does_not_fit", pers3 > cap and by3["bf16 weights"] < cap,
+       "the training state exceeds one H100 though the bf16 weights alone fit", operands=(pers3, cap),
        relation=("not", "larger"))
 
 # -- variation: shard across GPUs ------------------------------------------------------------------------
-cap = mem_gb * GB
+cap_ds = mem_gb * GB
 replicated = by3["bf16 weights"] + by3["bf16 gradients"]
 opt_state = sum(by3[k] for k in ("fp32 master weights", "Adam m (exp_avg)", "Adam v (exp_avg_sq)",
                                  "Adam step counters"))
 
 
-def fewest_gpus(per_gpu):
+def fewest_gpus(per_gpu, capacity=cap):
     k = 1
-    while per_gpu(k) > cap:
+    while per_gpu(k) > capacity:
         k += 1
     return k
 
@@ -206,11 +212,13 @@ k3 = value("gpus_all_sharded", fewest_gpus(lambda k: (replicated + opt_state) / 
 value("per_gpu_opt_sharded_gb", (replicated + opt_state / k1) / GB)
 one_fewer = value("per_gpu_opt_one_fewer_gb", (replicated + opt_state / (k1 - 1)) / GB) if k1 > 1 else None
 value("per_gpu_all_sharded_gb", (replicated + opt_state) / k3 / GB)
-print(f"\nVariation: GPUs of {mem_gb} GB needed")
-row("optimizer state sharded, weights and grads replicated", k1, w=56, cw=6)
-row("everything sharded", k3, w=56, cw=6)
+# the same sharding planned with the datasheet's GB as the capacity
+k1_ds = value("gpus_opt_sharded_ds", fewest_gpus(lambda k: replicated + opt_state / k, cap_ds))
+print(f"\nVariation: GPUs needed, of {mem_mib:,} MiB (reported) and of {mem_gb} GB (datasheet)")
+row("optimizer state sharded, weights and grads replicated", k1, k1_ds, w=56, cw=6)
+row("everything sharded", k3, fewest_gpus(lambda k: (replicated + opt_state) / k, cap_ds), w=56, cw=6)
 sanity("shard_closed_form", k1 == math.ceil(opt_state / (cap - replicated)) and k3 == math.ceil((replicated + opt_state)
-       / cap) and k1 >= k3 and (one_fewer is None or one_fewer > mem_gb),
+       / cap) and k1 >= k3 and (one_fewer is None or one_fewer > cap / GB),
        "the probes agree with the closed forms; sharding less never needs fewer GPUs; one GPU fewer "
        "would not fit",
        operands=((k1, k3), (math.ceil(opt_state / (cap - replicated)), math.ceil((replicated + opt_state) / cap))),

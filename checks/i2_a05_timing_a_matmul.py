@@ -1,13 +1,21 @@
-# numbook: alone, timeout=120
+# numbook: alone, timeout=180, memory=16GiB
 """I.2.A05 — Timing a real matrix product on this CPU against its measured ceilings.
 
-Measures this machine's practical ceilings with servebench.ceilings (matmul_flops: the FLOP/s of
-a large square fp32 product; copy_bandwidth: the bytes/s of a large tensor copy), then times one
-decode token through Llama 3 8B's gate_proj in fp32, a (1, d) @ (d, f) product, with
+Reads the size of this machine's last-level cache from every source it has (the kernel's cache
+hierarchy in /sys, glibc's sysconf) and sizes the memory-bound work by the largest reading: the
+weights one decode token streams and the tensor the copy moves are each at least llc_factor times
+that cache, so that neither can be served from it. Then measures this machine's practical ceilings
+with servebench.ceilings (matmul_flops: the FLOP/s of a large square fp32 product; copy_bandwidth:
+the bytes/s of the tensor copy), and times one decode token through the gate_proj of as many of
+Llama 3 8B's layers as that takes, each a (1, d) @ (d, f) product in fp32 with its own weight, with
 servebench.ceilings.best_time. Its FLOPs are counted with FlopCounterMode and its bytes read from
 .nbytes, so its intensity is exact; its FLOP/s and bytes/s are measured and stated only as bounds.
-The variation times q_proj, whose weight is a quarter of the size.
 """
+
+import glob
+import math
+import os
+import platform
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +34,48 @@ def row(label, *cells, w=34, cw=16):
     print(f"  {label:<{w}}" + "".join(f"{c:>{cw}}" for c in cells))
 
 
+def _size(text):
+    """A cache size as /sys writes it: '32768K', '1M', or bytes."""
+    text = text.strip()
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:].upper(), 1)
+    return int(text.rstrip("KkMmGg")) * scale
+
+
+def last_level_cache():
+    """The last-level cache as each source on this machine reports it, in bytes: {source: bytes}.
+
+    The kernel's hierarchy (/sys/devices/system/cpu/cpu*/cache/index*: the highest level of data or
+    unified cache, summed over its distinct instances, as lscpu adds them up) and glibc's sysconf
+    (from cpuid; on a virtual machine it can report the host's cache rather than the guest's share).
+    """
+    seen = {}
+    for idx in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*"):
+        try:
+            fields = [open(os.path.join(idx, n)).read().strip() for n in ("level", "type", "size", "shared_cpu_list")]
+        except OSError:
+            continue
+        level, kind, size, shared = fields
+        if kind in ("Data", "Unified") and size:
+            seen.setdefault(int(level), {})[shared] = _size(size)
+    found = {}
+    if seen:
+        found["/sys cache hierarchy"] = sum(seen[max(seen)].values())
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
+        # glibc's _SC_LEVEL{2,3,4}_CACHE_SIZE (191, 194, 197), which Python's table may not name
+        for name, number in (("SC_LEVEL4_CACHE_SIZE", 197), ("SC_LEVEL3_CACHE_SIZE", 194), ("SC_LEVEL2_CACHE_SIZE", 191)):
+            try:
+                size = os.sysconf(os.sysconf_names.get(name, number))
+            except (OSError, ValueError):
+                continue
+            if size > 0:
+                found["glibc sysconf"] = size
+                break
+    if not found:
+        raise RuntimeError("this machine reports no cache size (no /sys cache hierarchy, no glibc sysconf): "
+                           "the check cannot size its work beyond the last-level cache")
+    return found
+
+
 def counted(fn):
     with FlopCounterMode(display=False) as fc:
         out = fn()
@@ -35,9 +85,14 @@ def counted(fn):
 d = fact("llama3_8b_hidden", "d")
 f = fact("llama3_8b_intermediate", "f")
 n = given("n_big", 1536)
-copy_mb = given("copy_mb", 256)
+llc_factor = given("llc_factor", 4)                # the streamed bytes over the largest cache reading
 threads = torch.get_num_threads()                  # as the runner gives it: not set here
 print(f"torch threads: {threads}")
+caches = last_level_cache()
+llc = max(caches.values())
+print("Last-level cache as this machine reports it")
+for source, size in caches.items():
+    row(source, f"{size / 2**20:,.0f} MiB")
 
 # -- the two products on paper: FLOPs counted, bytes from .nbytes -----------------------------------
 a = torch.empty(n, n, device="meta")
@@ -52,15 +107,26 @@ value("big_gflop", big_flops / 1e9)
 value("big_mb", big_bytes / 1e6)
 
 g = torch.Generator().manual_seed(0)
-W = torch.randn(f, d, generator=g)                 # nn.Linear's layout: (out, in)
 x = torch.randn(1, d, generator=g)
+w_bytes = torch.empty(f, d, device="meta").nbytes  # one layer's gate_proj weight in fp32
+layers = max(1, math.ceil(llc_factor * llc / w_bytes))   # layers whose weights outsize the cache by the factor
+Ws = [torch.randn(f, d, generator=g) for _ in range(layers)]   # nn.Linear's layout: (out, in); one per layer
+W = Ws[0]
 y, sk_flops = counted(lambda: F.linear(x, W))
 sk_bytes = x.nbytes + W.nbytes + y.nbytes
 sk_I = value("skinny_intensity", sk_flops / sk_bytes, unit="FLOP/B")
 value("skinny_mflop", sk_flops / 1e6)
 value("skinny_mb", sk_bytes / 1e6)
 value("skinny_w_mib", W.nbytes / 2**20)
-print("\nThe two products (fp32)")
+streamed = layers * sk_bytes                       # one token through each layer's gate_proj
+copy_bytes = layers * w_bytes                      # the copied tensor: as large as the weights streamed
+stream_over = value("stream_over_llc", layers * w_bytes / llc, measured="sized by this machine's cache readings")
+print(f"\nOne token through the gate_proj of {layers} layers streams {layers * w_bytes / 2**20:,.0f} MiB of weights,"
+      f" {stream_over:.1f} times the largest cache reading; the copy moves a tensor of as many bytes")
+sanity("work_outsizes_cache", layers * w_bytes >= llc_factor * llc and copy_bytes >= llc_factor * llc,
+       "the weights streamed and the tensor copied are each at least llc_factor times the largest last-level "
+       "cache reading", operands=(layers * w_bytes, llc_factor * llc), relation="at least")
+print("\nThe two products (fp32), per layer")
 row("product", "FLOPs", "bytes", "FLOP/byte")
 row(f"({n}, {n}) @ ({n}, {n})", f"{big_flops:,}", f"{big_bytes:,}", f"{big_I:.1f}")
 row(f"(1, {d}) @ ({d}, {f})", f"{sk_flops:,}", f"{sk_bytes:,}", f"{sk_I:.5f}")
@@ -75,14 +141,20 @@ sanity("skinny_closed", sk_flops == 2 * d * f and sk_bytes == 4 * (d + d * f + f
 # the highest matmul_flops and copy_bandwidth (each the median of its own repeats), the shortest time.
 peaks, bws, times = [], [], []
 value("rounds", ROUNDS, fixed="the number of alternating measurement rounds: a choice of the check")
+
+
+def token():
+    for w in Ws:
+        F.linear(x, w)
+
+
 for _ in range(ROUNDS):
     peaks.append(matmul_flops(CPU, FP32, n=n))
-    bws.append(copy_bandwidth(CPU, nbytes=copy_mb * 10**6))
-    times.append(best_time(lambda: F.linear(x, W), CPU, repeats=REPEATS))
+    bws.append(copy_bandwidth(CPU, nbytes=copy_bytes))
+    times.append(best_time(token, CPU, repeats=REPEATS) / layers)   # per layer
 peak = value("peak_gflops", max(peaks) / 1e9, measured=TIMED)
 bw = value("copy_gbs", max(bws) / 1e9, measured=TIMED)
 t = min(times)
-value("copy_moved_mb", 2 * copy_mb)
 ridge = value("ridge", peak / bw, measured=TIMED)
 print(f"\nCeilings measured on this machine (servebench.ceilings, best of {ROUNDS} rounds)")
 row("matmul_flops", f"{peak:.1f} GFLOP/s")
@@ -96,11 +168,15 @@ flops_ratio = value("flops_ratio", sk_gflops / peak, measured=TIMED)
 bw_ratio = value("bw_ratio", sk_gbs / bw, measured=TIMED)
 ridge_over = value("ridge_over_skinny", ridge / sk_I, measured=TIMED)
 big_over = value("big_over_ridge", big_I / ridge, measured=TIMED)
-print(f"\nOne token through gate_proj (best of {ROUNDS} x {REPEATS} runs)")
+rounds_ratio = [sk_bytes / ti / bi for ti, bi in zip(times, bws, strict=True)]
+lo = value("bw_ratio_lo", min(rounds_ratio), measured=TIMED)
+hi = value("bw_ratio_hi", max(rounds_ratio), measured=TIMED)
+print(f"\nOne token through gate_proj, per layer (best of {ROUNDS} x {REPEATS} runs)")
 row("time", f"{t * 1e3:.2f} ms")
 row("achieved", f"{sk_gflops:.2f} GFLOP/s", f"{sk_gbs:.1f} GB/s")
 row("share of the measured peak", f"{flops_ratio:.1%}")
 row("bytes/s over the copy bandwidth", f"{bw_ratio:.2f}")
+row("  in each round", *(f"{r:.2f}" for r in rounds_ratio), cw=8)
 row("ridge over its intensity", f"{ridge_over:.1f}")
 row("square product's intensity over ridge", f"{big_over:.1f}")
 
@@ -111,7 +187,10 @@ sanity("skinny_far_from_peak", flops_ratio < 0.5,
        "the skinny product reaches less than half the square product's FLOP/s", operands=(sk_gflops, peak),
        relation="half")
 sanity("skinny_at_bandwidth", 0.25 <= bw_ratio <= 5,
-       "its bytes/s are within a small factor of the copy bandwidth", operands=(sk_gbs, bw))
+       "its bytes/s are between 0.25 and 5 times the copy bandwidth", operands=(sk_gbs, bw))
+sanity("rounds_at_bandwidth", 0.25 <= lo <= hi <= 5,
+       "in every round its bytes/s are between 0.25 and 5 times the copy bandwidth of the same round",
+       operands=(lo, hi))
 
 # -- variation: the batch at which gate_proj in fp32 would cross this machine's ridge ---------------------
 # fp32 intensity of (m, d) @ (d, f): 2 m d f / (4 (m d + d f + m f)); solve for the first m at the ridge

@@ -204,21 +204,52 @@ sanity("libraries_pairwise", max(top["np"], top["torch"]) < top["naive"] / 10,
 sanity("f64_reference", top["f64"] < 1e-12, "the fp64 sum agrees with math.fsum to 1e-12",
        operands=(top["f64"], 1e-12))
 
-# numpy adds pairwise only along the contiguous axis; along a strided one it adds left to right
-xs = np.random.default_rng(0).random(n_long, dtype=np.float32)
-exact = math.fsum(xs.astype(np.float64).tolist())
-x2 = np.stack([xs, xs], axis=1)                           # (n, 2): axis 0 has stride 2 elements
-np_strided = x2.sum(axis=0)[0]
-torch_strided = torch.from_numpy(x2).sum(0)[0].item()
-value("np_strided_err", abs(float(np_strided) - exact) / exact, dtype="float32")
-value("torch_strided_err", abs(torch_strided - exact) / exact, dtype="float32")
-print(f"\nSum along axis 0 of an (n, {x2.shape[1]}) array, n = {n_long:,}: np.sum error"
-      f" {abs(float(np_strided) - exact) / exact:.2e}, torch.sum error {abs(torch_strided - exact) / exact:.2e}")
-sanity("np_strided_is_naive", np_strided == np.cumsum(xs, dtype=np.float32)[-1],
-       "np.sum along a strided axis returns exactly the left-to-right sum", operands=(np_strided, exact))
-sanity("torch_strided_accurate", abs(torch_strided - exact) < abs(float(np_strided) - exact) / 10,
-       "torch.sum along the same strided axis stays accurate",
-       operands=(abs(torch_strided - exact), abs(float(np_strided) - exact)))
+# numpy adds pairwise only when the reduced axis is its innermost loop. Reducing axis 0 of a C-contiguous
+# (n, 2) array, the inner loop runs along axis 1, and each column is summed left to right. A 1-D strided
+# view is still reduced by the inner loop, pairwise.
+# The same vectors as the table's last row (one per seed at n_long), with the table's statistic: the RMS.
+strided = {"np": [], "torch": [], "torch_contig": [], "np_view": []}
+np_is_naive, torch_differs, view_is_pairwise = [], [], []
+for s in range(n_seeds):
+    xs = np.random.default_rng(s).random(n_long, dtype=np.float32)
+    exact = math.fsum(xs.astype(np.float64).tolist())
+    x2 = np.stack([xs, xs], axis=1)                       # (n, 2): axis 0 has stride 2 elements
+    np_s = x2.sum(axis=0)[0]
+    torch_s = torch.from_numpy(x2).sum(0)[0].item()
+    torch_c = torch.from_numpy(xs).sum().item()
+    view = x2.ravel()[::2]                                # 1-D view of the same values, stride 2 elements
+    np_v = np.sum(view, dtype=np.float32)
+    view_is_pairwise.append(view.strides[0] == 2 * xs.itemsize and np_v == np.sum(xs, dtype=np.float32))
+    np_is_naive.append(np_s == np.cumsum(xs, dtype=np.float32)[-1])
+    torch_differs.append(torch_s != torch_c)
+    for k, val in (("np", np_s), ("torch", torch_s), ("torch_contig", torch_c), ("np_view", np_v)):
+        strided[k].append(abs(float(val) - exact) / exact)
+srms = {k: math.sqrt(sum(e * e for e in v) / len(v)) for k, v in strided.items()}
+np_strided_err = value("np_strided_err", srms["np"], dtype="float32")
+torch_strided_err = value("torch_strided_err", srms["torch"], dtype="float32")
+np_view_err = value("np_view_err", srms["np_view"], dtype="float32")
+value("seed_last", n_seeds - 1)
+value("naive_over_torch_strided", top["naive"] / srms["torch"])
+print(f"\nSum along axis 0 of an (n, {x2.shape[1]}) array, n = {n_long:,}: relative error, RMS over {n_seeds} seeds")
+row("np.sum, strided", f"{srms['np']:.2e}", w=30)
+row("torch.sum, strided", f"{srms['torch']:.2e}", w=30)
+row("torch.sum, contiguous", f"{srms['torch_contig']:.2e}", w=30)
+row("np.sum, 1-D view x[::2]", f"{srms['np_view']:.2e}", w=30)
+print(f"  torch.sum strided over contiguous: {srms['torch'] / srms['torch_contig']:.2f} (above or below 1 depending on the seeds)")
+print(f"  torch.sum returns another sum along the strided axis than along the contiguous one"
+      f" for {sum(torch_differs)} of the {n_seeds} vectors")
+sanity("np_strided_is_naive", all(np_is_naive) and srms["np"] == top["naive"],
+       "np.sum along axis 0 of an (n, 2) array returns exactly the left-to-right sum of every vector: the same RMS error",
+       operands=(srms["np"], top["naive"]), relation="equal")
+sanity("torch_strided_differs", srms["torch_contig"] == top["torch"] and any(torch_differs),
+       "torch.sum along the strided axis returns another sum than along the contiguous one for some vectors",
+       operands=(srms["torch"], srms["torch_contig"]), relation="differs")
+sanity("np_view_pairwise", all(view_is_pairwise) and srms["np_view"] == top["np"] and srms["np_view"] < top["naive"] / 10,
+       "np.sum of a 1-D strided view returns the contiguous np.sum of every vector, far below the left-to-right error",
+       operands=(srms["np_view"], top["naive"]), relation=("equal", "smaller"))
+sanity("torch_strided_accurate", srms["torch"] < srms["np"] / 10,
+       "torch.sum along the strided axis stays more than ten times more accurate than the left-to-right sum",
+       operands=(srms["torch"], srms["np"]), relation="smaller")
 
 # compensated (Kahan) summation: the lost low part of each add is carried in c
 n_kahan = sizes[len(sizes) // 2]

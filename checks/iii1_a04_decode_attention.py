@@ -185,19 +185,23 @@ sanity("spec_multiplies", spec_intensity == n_q * intensity,
        relation="smaller")
 print(f"\n{n_q} query positions per step: {spec_intensity:.1f} FLOP/B against the same cache")
 
-# -- Variation: multi-head and multi-query attention ----------------------------------------------------------
+# -- Variation: multi-head and multi-query attention, each at its own full context ------------------------
 variants = {
     "llama2": (fact("llama2_7b_hidden", "d2", nudge=32), fact("llama2_7b_heads", "H2", nudge=32),
                fact("llama2_7b_kv_heads", "Hkv2", nudge=-16),      # halved: it must divide H2
-               fact("llama2_7b_layers", "layers2")),
+               fact("llama2_7b_layers", "layers2"), fact("llama2_7b_max_positions", "L2")),
     "falcon": (fact("falcon_7b_hidden", "d_f", nudge=71), fact("falcon_7b_heads", "H_f", nudge=71),
                fact("falcon_7b_kv_heads", "Hkv_f", nudge=70),      # to 71: it must divide the heads
-               fact("falcon_7b_layers", "layers_f")),
+               fact("falcon_7b_layers", "layers_f"), fact("falcon_7b_context", "L_f")),
 }
-for tag, (dd, hh, kk, ll) in variants.items():
-    c2 = ModelConfig(layers=ll, d_model=dd, heads=hh, kv_heads=kk, vocab=1, max_seq=L)
-    i2 = value(f"{tag}_intensity", part_intensities(c2, "bf16", batch=B, context=L)[1], unit="FLOP/B")
-    kv2 = torch.empty(B, kk, L, dd // hh, **bf16)
+for tag, (dd, hh, kk, ll, ctx) in variants.items():
+    Lv = ctx                                        # the cache at the model's full context
+    c2 = ModelConfig(layers=ll, d_model=dd, heads=hh, kv_heads=kk, vocab=1, max_seq=ctx)
+    i2 = value(f"{tag}_intensity", part_intensities(c2, "bf16", batch=B, context=Lv)[1], unit="FLOP/B")
+    kv2 = torch.empty(B, kk, Lv, dd // hh, **bf16)
+    sanity(f"{tag}_within_context", kv2.shape[2] <= ctx,
+           "the cache holds no more positions than the model's context", operands=(kv2.shape[2], ctx),
+           relation="at most")
     with FlopCounterMode(display=False) as fc:
         F.scaled_dot_product_attention(torch.empty(B, hh, 1, dd // hh, **bf16), kv2, kv2, enable_gqa=True)
     sanity(f"{tag}_intensity_two_routes", fc.get_total_flops() / (2 * kv2.nbytes) == i2 == hh // kk,
@@ -206,9 +210,9 @@ for tag, (dd, hh, kk, ll) in variants.items():
     sanity(f"{tag}_memory_bound", i2 < ridge, "still below the ridge point", operands=(i2, ridge))
     value(f"{tag}_ridge_over", ridge / i2)
     read2 = value(f"{tag}_kv_read_mib", ll * 2 * kv2.nbytes / MiB)
-    sanity(f"{tag}_bytes_two_routes", ll * 2 * kv2.nbytes == B * L * kv_bytes_per_token(c2, "bf16"),
+    sanity(f"{tag}_bytes_two_routes", ll * 2 * kv2.nbytes == B * Lv * kv_bytes_per_token(c2, "bf16"),
            "meta .nbytes over all layers equal B L kv_bytes_per_token", operands=(ll * 2 * kv2.nbytes, read2),
            relation="at least")
     value(f"{tag}_t_mem_us", ll * 2 * kv2.nbytes / bw * 1e6)
     print(f"\nVariation {tag}: H = {hh}, H_kv = {kk}, intensity {i2:.1f} FLOP/B, {ridge / i2:.1f}x below the ridge")
-    print(f"  reads {read2:,.0f} MiB of cache per step at L = {L:,}")
+    print(f"  reads {read2:,.0f} MiB of cache per step at its full context, L = {Lv:,}")

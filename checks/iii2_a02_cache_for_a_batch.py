@@ -161,14 +161,26 @@ sanity("fp8_cache_exceeds_weights", res["fp8"]["one"] > w_bytes,
        relation=("larger", "smaller"))
 
 # -- Variation: the same batch with one KV head per query head (the multi-head layout of Llama 2 7B) -------
+# The cache is set against the weights of the model it belongs to: with H_kv = H the k and v projections
+# are d x d, so the weights grow too.
 cfg_mha = ModelConfig(layers=L, d_model=D, heads=H, kv_heads=H, vocab=V, max_seq=T)
 var = {name: KVCache(cfg_mha, B, dt, META).nbytes for name, dt in DTYPES.items()}
 value("var_bf16_gb", var["bf16"] / GB)
 value("var_fp8_gb", var["fp8"] / GB)
 var_ratio = value("var_ratio", var["bf16"] / res["bf16"]["sb"])
-value("var_fp8_over_weights", var["fp8"] / w_bytes)
+model_mha = llama_meta(L, D, H, H, INTER, V, torch.bfloat16)
+w_mha = value("var_weights_bytes", sum(p.nbytes for p in model_mha.parameters()))
+value("var_weights_gb", w_mha / GB)
+value("var_weights_growth_gb", (w_mha - w_bytes) / GB)
+value("var_fp8_over_weights", var["fp8"] / w_mha)
+value("var_bf16_over_weights", var["bf16"] / w_mha)
 print(f"\nVariation: {H} KV heads: KVCache {var['bf16'] / GB:.2f} GB in bf16, {var['fp8'] / GB:.2f} GB in fp8,"
       f" {var_ratio:g} times the grouped-query cache")
+print(f"  the multi-head model's weights: {w_mha / GB:.2f} GB in bf16; its fp8 cache is {var['fp8'] / w_mha:.2f} times them")
 sanity("var_ratio_is_group", var_ratio == H / HKV and var["bf16"] == kv_cache_bytes(cfg_mha, "bf16", slots=B, tokens=T),
        "the cache grows by H / H_kv; KVCache agrees with kv_cache_bytes", operands=(var_ratio, H / HKV),
        relation="grows")
+n_mha = sum(p.numel() for p in model_mha.parameters())
+sanity("var_weights_grow", w_mha > w_bytes and n_mha - n_params == 2 * L * D * (H - HKV) * dh,
+       "with H_kv = H the k and v projections widen: the weights grow by 2 L d (H - H_kv) D_h parameters",
+       operands=(w_mha, w_bytes), relation="grows")

@@ -1,8 +1,9 @@
 """III.2.A03 — The largest batch a GPU's memory allows after the weights.
 
 Llama 3 8B's weights are counted on meta-device torch modules (embedding, 32 layers of
-q, k, v, o and the three-matrix SwiGLU MLP, RMSNorms, an untied LM head). An 80 GB GPU, less a
-reserve fraction, less the weights, leaves the bytes for the KV cache. The largest batch of
+q, k, v, o and the three-matrix SwiGLU MLP, RMSNorms, an untied LM head). An H100's memory as the
+device reports it (81,559 MiB), less a reserve fraction, less the weights, leaves the bytes for the
+KV cache; the datasheet's 80 GB, taken as written, plans a smaller batch. The largest batch of
 sequences at full context is found twice: by a search over B that allocates the cache
 (layers, 2, B, H_kv, T, D_h) on the meta device, and by the closed form
 floor(free / (T * kv_bytes_per_token)). servebench's max_sequences is run on the servebench
@@ -15,7 +16,7 @@ from torch import nn
 from numbook.check import fact, given, sanity, value
 from servebench import ModelConfig, kv_bytes_per_token, kv_cache_bytes, max_sequences, param_count, weight_bytes
 
-GB, GiB = 10**9, 2**30
+GB, GiB, MiB = 10**9, 2**30, 2**20
 META = torch.device("meta")
 DTYPES = {"bf16": torch.bfloat16, "fp8": torch.float8_e4m3fn}
 
@@ -78,7 +79,11 @@ HKV = fact("llama3_8b_kv_heads", "kv_heads", nudge=8)   # doubled: it must divid
 V = fact("llama3_8b_vocab", "vocab")
 INTER = fact("llama3_8b_intermediate", "intermediate", nudge=2)  # even: servebench's stand-in MLP is 3I/2 wide
 T = fact("llama3_8b_context", "T")
-MEM_GB = fact("h100_sxm_memory_gb", "memory_gb")
+MEM_MIB = fact("h100_sxm_memory_reported_mib", "memory_mib")   # what the device reports (nvidia-smi)
+MEM_CUDA_MIB = fact("h100_sxm_memory_cuda_total_mib", "memory_cuda_mib")   # the CUDA runtime's total
+value("smi_minus_cuda_mib", MEM_MIB - MEM_CUDA_MIB)
+MEM = MEM_MIB * MiB
+MEM_GB = fact("h100_sxm_memory_gb", "memory_gb")                # the datasheet's figure
 RESERVE = given("reserve", 0.10)
 DH = D // H
 
@@ -115,12 +120,13 @@ sanity("weights_closed_form", n_params == closed_params and 2 * n_params == W,
        operands=(n_params, closed_params), relation="equal")
 
 # -- the budget -------------------------------------------------------------------------------------
-budget = int(MEM_GB * GB * (1 - RESERVE))
+budget = int(MEM * (1 - RESERVE))
 free = budget - W
+value("reported_gb", MEM / GB)
 value("budget_gb", budget / GB)
-value("reserve_gb", MEM_GB * RESERVE)
+value("reserve_gb", MEM * RESERVE / GB)
 value("free_gb", free / GB)
-print(f"\nmemory {MEM_GB} GB, reserve {RESERVE:.0%}: budget {budget / GB:.2f} GB; "
+print(f"\nmemory {MEM_MIB:,} MiB = {MEM / GB:.2f} GB, reserve {RESERVE:.0%}: budget {budget / GB:.2f} GB; "
       f"after the weights {free / GB:.2f} GB for the cache")
 
 cfg = ModelConfig(layers=L, d_model=D, heads=H, kv_heads=HKV, vocab=V, max_seq=T, ff_dim=3 * INTER // 2)
@@ -136,10 +142,10 @@ for name, dt in DTYPES.items():
     at = W + torch.empty(L, 2, found, HKV, T, DH, dtype=dt, device=META).nbytes
     over = W + torch.empty(L, 2, found + 1, HKV, T, DH, dtype=dt, device=META).nbytes
     sb = max_sequences(cfg, name, memory_bytes=budget, seq_len=T)
-    no_res = largest_batch(MEM_GB * GB - W, T, kvb)
-    gib_read = largest_batch(int(MEM_GB * GiB * (1 - RESERVE)) - W, T, kvb)
+    no_res = largest_batch(MEM - W, T, kvb)
+    ds_read = largest_batch(int(MEM_GB * GB * (1 - RESERVE)) - W, T, kvb)   # the datasheet's GB as written
     res[name] = dict(kvb=kvb, per_seq=per_seq, closed=closed, found=found, at=at, over=over, sb=sb,
-                     no_res=no_res, gib_read=gib_read)
+                     no_res=no_res, ds_read=ds_read)
     value(f"per_seq_{name}_gb", per_seq / GB)
     value(f"b_max_{name}", found)
     value(f"b_closed_{name}", closed)
@@ -148,7 +154,7 @@ for name, dt in DTYPES.items():
     value(f"cache_share_{name}", (at - W) / budget)
     value(f"b_sb_{name}", sb)
     value(f"b_no_reserve_{name}", no_res)
-    value(f"b_gib_read_{name}", gib_read)
+    value(f"b_ds_read_{name}", ds_read)
     sanity(f"search_matches_closed_{name}", found == closed and at <= budget < over,
            f"the meta-allocation search and floor(free / (T kv_bytes_per_token)) agree in {name}",
            operands=(found, closed), relation=("largest", "not") if name == "bf16" else None)
@@ -156,7 +162,8 @@ for label, key, fmt in [("bytes per token", "kvb", "{:,}"), ("one sequence of T 
                         ("largest B, search over meta allocations", "found", "{}"),
                         ("largest B, closed form", "closed", "{}"),
                         ("largest B, servebench max_sequences", "sb", "{}"),
-                        ("largest B, no reserve", "no_res", "{}")]:
+                        ("largest B, no reserve", "no_res", "{}"),
+                        ("largest B, datasheet GB as written", "ds_read", "{}")]:
     row(label, *(fmt.format(res[n][key] / GB if key == "per_seq" else res[n][key]) for n in DTYPES))
 row("weights + cache at largest B, GB", *(f"{res[n]['at'] / GB:.2f}" for n in DTYPES))
 row("weights + cache at one more, GB", *(f"{res[n]['over'] / GB:.2f}" for n in DTYPES))
@@ -202,5 +209,9 @@ sanity("search_matches_closed_half", b_half == largest_batch(free, T2, res["bf16
        operands=(b_half, largest_batch(free, T2, res["bf16"]["kvb"])))
 value("tokens_full", b16 * T)
 value("tokens_half", b_half * T2)
+cap_tokens = free // res["bf16"]["kvb"]              # the free bytes as a number of tokens
+sanity("tokens_one_budget", cap_tokens - T < b16 * T <= cap_tokens and cap_tokens - T2 < b_half * T2 <= cap_tokens,
+       "both batches hold the free bytes' tokens, less what rounding down to whole sequences leaves: under one "
+       "sequence of each length", operands=(b_half * T2, b16 * T), relation=("differs", "smaller"))
 print(f"\nVariation, T = {T2:,} in bf16: largest B = {b_half} ({b_half * T2:,} tokens held,"
       f" against {b16 * T:,} at T = {T:,})")

@@ -16,7 +16,7 @@ from torch import nn
 from numbook.check import fact, given, sanity, value
 from servebench import DecoderLM, KVCache, ModelConfig, kv_bytes_per_token, kv_cache_bytes, preset
 
-GB, GiB, MB = 10**9, 2**30, 10**6
+GB, GiB, MB, MiB = 10**9, 2**30, 10**6, 2**20
 torch.set_num_threads(1)
 
 
@@ -70,8 +70,11 @@ kv_heads = fact("llama3_8b_kv_heads", "kv_heads", nudge=8)
 vocab = fact("llama3_8b_vocab", "vocab")
 d_ff = fact("llama3_8b_intermediate", "d_ff")
 max_seq = fact("llama3_8b_context", "max_seq")
-gpu_gb = fact("h100_sxm_memory_gb", "gpu_gb")
-util = given("util", 0.9)
+# vLLM's gpu_memory_utilization is a share of the total torch.cuda.mem_get_info() returns (cudaMemGetInfo,
+# the CUDA runtime's figure), which is less than nvidia-smi's (NVML's) total for the same GPU
+gpu_mib = fact("h100_sxm_memory_cuda_total_mib", "gpu_mib")
+smi_mib = fact("h100_sxm_memory_reported_mib", "smi_mib")
+util = fact("vllm_default_gpu_memory_utilization", "util")
 cfg = ModelConfig(layers=layers, d_model=d, heads=heads, kv_heads=kv_heads, vocab=vocab, max_seq=max_seq)
 DT = "bf16"
 
@@ -80,7 +83,7 @@ n_req = given("n_requests", 1000)
 median = given("median", 512.0)
 sigma = given("sigma", 1.0)
 seed = given("seed", 0, nudge=0)
-b = given("b", 16)
+b = fact("vllm_default_block_size", "b")
 slots = given("slots", 4)
 
 rng = np.random.default_rng(seed)
@@ -89,7 +92,8 @@ value("n_mean", float(n.mean()))
 value("n_median", float(np.median(n)))
 value("n_max", int(n.max()))
 value("n_clipped", int((n == max_seq).sum()))
-p99 = value("n_p99", int(np.percentile(n, 99, method="inverted_cdf")))
+p99 = value("n_p99", int(np.percentile(n, 99, method="inverted_cdf")))     # nearest rank
+value("n_p99_linear", float(np.percentile(n, 99)))                          # numpy's default: linear
 print(f"Lengths: {n_req:,} sequences, lognormal (median {median:g}, sigma {sigma:g}), clipped to [1, {max_seq:,}]")
 row("", "mean", "median", "p99", "max")
 row("tokens per sequence", f"{n.mean():.1f}", f"{np.median(n):.0f}", f"{p99:,}", f"{n.max():,}")
@@ -170,14 +174,16 @@ kvd = kv_heads * (d // heads)
 closed = 2 * vocab * d + layers * (2 * d * d + 2 * d * kvd + 3 * d * d_ff + 2 * d) + d
 sanity("params_two_routes", params == closed, "meta modules' parameters = the closed form of Llama's shapes",
        operands=(params, closed), relation="equal")
-budget = value("budget_gb", util * gpu_gb)
-pool = value("pool_bytes", int(util * gpu_gb * GB) - w_bytes)
+budget = value("budget_gb", util * gpu_mib * MiB / GB)   # gpu_memory_utilization is a share of the CUDA total
+value("smi_minus_cuda_mib", smi_mib - gpu_mib)
+value("budget_smi_gb", util * smi_mib * MiB / GB)       # the same share of nvidia-smi's figure, which vLLM does not use
+pool = value("pool_bytes", int(util * gpu_mib * MiB) - w_bytes)
 pool_gb = value("pool_gb", pool / GB)
 print(f"\nLlama 3 8B, bf16: {layers} layers, {kv_heads} KV heads of {d // heads} dims")
 row("KV bytes per token", f"{kvpt:,}")
 row("reserved per sequence (max_seq tokens)", f"{reserve:,}", f"{reserve / GiB:.3f} GiB")
 row("weights (meta modules, bf16)", f"{w_bytes:,}", f"{w_gb:.2f} GB")
-row(f"{util:.0%} of {gpu_gb} GB less the weights", f"{pool:,}", f"{pool_gb:.2f} GB")
+row(f"{util:.0%} of {gpu_mib:,} MiB less the weights", f"{pool:,}", f"{pool_gb:.2f} GB")
 
 # -- Step 4: contiguous reservation in that pool --------------------------------------------------
 fits_contig = value("fits_contig", pool // reserve)

@@ -9,6 +9,8 @@ values of c at which the answer moves, and the same in bytes alone (Llama 3 8B, 
 
 import itertools
 import math
+from decimal import ROUND_HALF_UP, Decimal
+from fractions import Fraction
 
 import numpy as np
 import torch
@@ -105,6 +107,19 @@ gap256 = value("approx_gap_b256", (sizes[-1] - 1) / 2 - W[-1])
 J = [w + c * e for w, e in zip(W, E, strict=True)]
 best = value("best_b", sizes[int(np.argmin(J))])
 value("best_cost", min(J))
+# the same costs as exact fractions (c is a decimal input): the table prints them rounded half up from
+# the exact value, not from the float, which can sit just below a tie (63.755 -> 63.754999...)
+c_exact = Fraction(str(c))
+J_exact = [Fraction(int((-(-n // b) * b - n).sum()), n_req) + c_exact * Fraction(int((-(-n // b)).sum()), n_req)
+           for b in sizes]
+sanity("cost_exact", all(abs(float(je) - j) < 1e-9 for je, j in zip(J_exact, J, strict=True)),
+       "the float costs agree with the exact fractions", operands=(float(J_exact[-1]), J[-1]))
+
+
+def half_up(q, places):
+    return (Decimal(q.numerator) / Decimal(q.denominator)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
+
+
 for b, j in zip(sizes, J, strict=True):
     value(f"cost_b{b}", j)
 b_star = value("b_star", math.sqrt(2 * c * n_mean))         # minimum of (b - 1)/2 + c (mean n / b + 1/2)
@@ -115,8 +130,8 @@ sanity("best_brackets_bstar", best in (below, above),
 
 print(f"\nCost per sequence: empty slots + c x entries, c = {c:g} token per entry")
 row("b", "cost", w=10)
-for b, j in zip(sizes, J, strict=True):
-    row(str(b), f"{j:.2f}", w=10)
+for b, je in zip(sizes, J_exact, strict=True):
+    row(str(b), f"{half_up(je, 3)}", w=10)
 print(f"  best b = {best}; the smooth optimum b* = {b_star:.1f}")
 
 # crossovers: the c at which the best moves from b_k to b_(k+1), two routes
@@ -155,6 +170,16 @@ lo = value("c_low", cross[k_best - 1] if k_best > 0 else 0.0)
 hi = value("c_high", cross[k_best] if k_best < len(cross) else math.inf)
 sanity("c_in_range", lo < c < hi, "the stated c lies between the crossovers around the best b", operands=(lo, hi))
 
+# vLLM's default block size (a fact): the range of c over which it is the best of the list on these lengths
+vllm_b = fact("vllm_default_block_size", "vllm_block", nudge=16)   # nudged to 32, the next size of the list
+k_v = sizes.index(vllm_b)
+v_lo = value("vllm_c_low", cross[k_v - 1] if k_v > 0 else 0.0)
+v_hi = value("vllm_c_high", cross[k_v] if k_v < len(cross) else math.inf)
+sanity("vllm_range", all(argmin_at(cc) == vllm_b for cc in (v_lo * (1 + 1e-6), math.sqrt(v_lo * v_hi), v_hi * (1 - 1e-6))),
+       "vLLM's default block is the best of the list for every c between the crossings around it",
+       operands=(v_lo, v_hi))
+print(f"\nvLLM's default block size, {vllm_b}, is the best of the list for c from {v_lo:.4f} to {v_hi:.4f}")
+
 # -- Step 4: in bytes alone ----------------------------------------------------------------------
 c_mem = value("c_mem", entry_bytes / kvpt)
 best_mem = argmin_at(c_mem)
@@ -181,9 +206,15 @@ best3 = value("best_b_dear", argmin_at(c2))
 value("b_star_dear", math.sqrt(2 * c2 * n_mean))
 b_star2 = math.sqrt(2 * c * float(n2.mean()))
 b_star3 = math.sqrt(2 * c2 * n_mean)
-sanity("longer_moves_up", b_star2 > b_star and b_star3 > b_star
-       and best2 in (max(b for b in sizes if b <= b_star2), min(b for b in sizes if b >= b_star2))
-       and best3 in (max(b for b in sizes if b <= b_star3), min(b for b in sizes if b >= b_star3)),
-       "longer sequences and a dearer entry raise sqrt(2 c mean n), and the best b is its neighbour in the list",
-       operands=((b_star2, b_star3), b_star), relation="grows")
+sanity("longer_moves_up", b_star2 > b_star and best2 >= best
+       and best2 in (max(b for b in sizes if b <= b_star2), min(b for b in sizes if b >= b_star2)),
+       "longer sequences raise sqrt(2 c mean n), and the best b is its neighbour in the list, not below the old best",
+       operands=(b_star2, b_star), relation="grows")
+k3 = sizes.index(best3)
+sanity("dearer_moves_up", b_star3 > b_star and best3 >= best
+       and best3 in (max(b for b in sizes if b <= b_star3), min(b for b in sizes if b >= b_star3))
+       and (cross[k3 - 1] if k3 > 0 else 0.0) < c2 < (cross[k3] if k3 < len(cross) else math.inf),
+       "a dearer entry c2 raises sqrt(2 c mean n); the best b for c2, found by argmin, is its neighbour in the list,"
+       " not below the old best, and c2 lies between the crossings around it",
+       operands=(best3, best), relation="grows")
 print(f"\nVariation: median {median2:g} -> best b = {best2}; c = {c2:g} -> best b = {best3}")

@@ -230,3 +230,13 @@ def test_the_checks_stamp_lists_its_measured_values_with_their_intervals() -> No
         '<p class="nb-stamp nb-stamp-measured"><span class="nb-stamp-label">Measured</span> p99_ms = 41.23 ms, '
         "95% CI 37.21–45.93 ms (n = 480, 5 seeds; 95% t interval over 5 seeds; served on this machine)</p>")
     assert "nb-stamp-measured" not in _output(replace(one, uncertainty={}))   # no interval, no list
+
+
+def test_in_a_table_cell_the_interval_shows_alone_with_its_words_in_the_tooltip() -> None:
+    html = render("The p99 over five seeds, at this load:\n\n| load | p99 (ms) |\n|---|---|\n"
+                  "| high | [[41|p99_ms]] |\n\nAfter the table, [[41|p99_ms]] ms.")
+    cell = f'<span class="nb-ci nb-ci-cell" title="n = 480, 5 seeds; {TIP}">(37–46)</span>'
+    assert f'tabindex="0">41</span> {cell}</td>' in html
+    # outside the table the same claim keeps the whole suffix
+    assert html.count("nb-ci-cell") == 1
+    assert f'<span class="nb-ci" title="{TIP}">(n = 480, 5 seeds, 95% CI 37–46 ms)' in html

@@ -44,7 +44,7 @@ from numbook.core.result import DEFAULT_CACHE_DIR, Source
 from numbook.core.units import name_unit, parse_unit
 from numbook.core.verify import PageContext, Record, RecordKind, Results, failure_message
 from numbook.html.frame import put_frame, put_legend
-from numbook.html.render import claim_index, element, interval, rewrite, tex, to_html
+from numbook.html.render import cell_interval, claim_index, element, interval, rewrite, tex, to_html
 from numbook.html.session import Session, SessionPage
 from numbook.run.runner import CheckResult, Runner
 
@@ -174,6 +174,28 @@ class ClaimIndexTreeprocessor(Treeprocessor):
             etree.SubElement(root, "p").text = self.ext.claim_index
 
 
+class CellIntervalTreeprocessor(Treeprocessor):
+    """In a table cell, a measured value's interval shows compactly (``numbook.html.render.cell_interval``): the
+    stashed suffix of each claim whose placeholder sits in a ``td`` or ``th`` is replaced by the short form."""
+
+    def __init__(self, md: Markdown, ext: NumbookExtension) -> None:
+        super().__init__(md)
+        self.ext = ext
+
+    def run(self, root: etree.Element) -> None:
+        if not self.ext.intervals:
+            return
+        stash = self.md.htmlStash
+        wanted = {stash.get_placeholder(i): i for i in self.ext.intervals}
+        for cell in (el for el in root.iter() if el.tag in ("td", "th")):
+            text = "".join(cell.itertext())
+            for placeholder, i in wanted.items():
+                if placeholder in text:
+                    el = cell_interval(self.ext.intervals[i])
+                    if el is not None:
+                        stash.rawHtmlBlocks[i] = to_html(el)
+
+
 class LegendTreeprocessor(Treeprocessor):
     """Puts the legend after the page's H1 and its conventions (``numbook.html.frame.put_legend``), once
     Python-Markdown has indented the tree for output."""
@@ -251,6 +273,7 @@ class NumbookExtension(Extension):
         frame = FrameTreeprocessor(md, self)
         md.treeprocessors.register(frame, "numbook_frame", 55)          # after the blocks, before the footnotes (50)
         md.treeprocessors.register(ClaimIndexTreeprocessor(md, self), "numbook_claim_index", 54)
+        md.treeprocessors.register(CellIntervalTreeprocessor(md, self), "numbook_cell_intervals", 53)
         md.treeprocessors.register(LegendTreeprocessor(md, self, frame), "numbook_legend", 9)   # after prettify (10)
         md.treeprocessors.register(RevealTreeprocessor(md, self), "numbook_reveal", 1)
 

@@ -18,7 +18,8 @@ from numbook.core.claims import format_value
 from numbook.core.result import Uncertainty
 from numbook.core.verify import Record, RecordKind
 
-__all__ = ["element", "tooltip", "rewrite", "to_html", "tex", "claim_index", "interval", "interval_words"]
+__all__ = ["element", "tooltip", "rewrite", "to_html", "tex", "claim_index", "interval", "cell_interval",
+           "interval_words"]
 
 
 def interval_words(spread: Uncertainty, unit: str = "") -> str:
@@ -58,6 +59,20 @@ def interval(rec: Record) -> etree.Element | None:
     spread = rec.spread
     el = etree.Element("span", {"class": "nb-ci", "title": interval_words(spread, rec.unit)})
     el.text = f"(n = {spread.n}, {spread.repeats_words}, {spread.level_words} CI {rec.ci_shown})"
+    return el
+
+
+def cell_interval(rec: Record) -> etree.Element | None:
+    """The same suffix in a table cell, where a row of figures each with its words would not fit: the interval
+    alone, ``(37–46)``, with ``n``, the repeats and the level in its tooltip (class ``nb-ci nb-ci-cell``)."""
+    el = interval(rec)
+    if el is None:
+        return None
+    spread = rec.spread
+    assert spread is not None   # interval() returns None without one
+    el.set("class", "nb-ci nb-ci-cell")
+    el.set("title", f"n = {spread.n}, {spread.repeats_words}; " + interval_words(spread, rec.unit))
+    el.text = f"({rec.ci_shown})"
     return el
 
 

@@ -10,10 +10,12 @@ ceilings measured here.
 
 import dataclasses
 import time
+from fractions import Fraction
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
-from numbook.check import given, sanity, value
+from numbook.check import estimate, given, sanity, value
 from servebench import (
     DecoderLM,
     critical_decode_batch,
@@ -204,46 +206,134 @@ sanity("prefill_compute_bound", pre.intensity > ridge, operands=(pre.intensity, 
 print("\n--- measured here ---")
 ccfg = preset("cpu").model
 dev = torch.device("cpu")
-cpu_peak = matmul_flops(dev, torch.float32, n=1024, repeats=5)
 COPY_MIB = 64
-cpu_bw = copy_bandwidth(dev, nbytes=COPY_MIB * 2**20, repeats=5)
-print(
-    f"this CPU, one thread: {cpu_peak / 1e9:.1f} GFLOP/s (square matmul), {cpu_bw / 1e9:.1f} GB/s (copy); "
-    f"ridge {cpu_peak / cpu_bw:.1f} FLOP/B"
-)
+MATMUL_N = 1024
 CL = 128
 batches = (1, 4, 16)
+RUNS = value("cpu_runs", 5, fixed="the number of runs, a choice of this check")
+STEPS = value("cpu_steps", 15, fixed="the timed steps per batch size in a run, a choice of this check")
+WARM = 2  # untimed steps per batch size before them
 model = DecoderLM(ccfg, max_slots=sum(batches))
 groups, first = {}, 0
-for b in batches:  # one group of slots per batch size, all prefilled to about CL positions
+for b in batches:  # one group of slots per batch size
     groups[b] = list(range(first, first + b))
     first += b
-    for s in groups[b]:
-        model.prefill(s, [(7 * s + k) % ccfg.vocab for k in range(CL - 10)])
-# Round-robin over the batch sizes, so that load from other processes hits all of them alike;
-# the shortest of 15 steps is the least disturbed.
-times = {b: [] for b in batches}
-for rep in range(17):
+PROMPT = CL - 1 - WARM - (STEPS - 1) // 2  # the timed steps attend PROMPT + WARM + 1 .. + STEPS positions, CL on average
+
+
+def one_run():
+    """Measure the ceilings, then time decode steps of each batch size at a context of about CL."""
+    peak = matmul_flops(dev, torch.float32, n=MATMUL_N, repeats=5)
+    bw = copy_bandwidth(dev, nbytes=COPY_MIB * 2**20, repeats=5)
+    model.reset()
     for b in batches:
-        t0 = time.perf_counter()
-        model.decode_step(groups[b])
-        if rep >= 2:
-            times[b].append(time.perf_counter() - t0)
-rows, measured = [], {}
+        for s in groups[b]:
+            model.prefill(s, [(7 * s + k) % ccfg.vocab for k in range(PROMPT)])
+    # Round-robin over the batch sizes, so that load from other processes hits all of them alike;
+    # the shortest of the timed steps is the least disturbed.
+    times = {b: [] for b in batches}
+    for rep in range(WARM + STEPS):
+        for b in batches:
+            t0 = time.perf_counter()
+            model.decode_step(groups[b])
+            if rep >= WARM:
+                times[b].append(time.perf_counter() - t0)
+    return peak, bw, {b: min(times[b]) for b in batches}
+
+
+runs = [one_run() for _ in range(RUNS)]
+print(f"{RUNS} runs; in each: one thread, the ceilings (a {MATMUL_N}x{MATMUL_N} matmul, a copy of {COPY_MIB} MiB), then "
+      f"the shortest of {STEPS} decode steps per batch size at contexts averaging {CL}")
+print(f"{'run':>3} {'GFLOP/s':>8} {'GB/s':>6} {'ridge':>6} " + " ".join(f"{'B=' + str(b) + ' ms':>9}" for b in batches)
+      + "  compute-bound from B")
+for k, (pk, bw_k, t) in enumerate(runs):
+    crit_k = critical_decode_batch(ccfg, "fp32", context=CL, peak_flops=pk, bandwidth=bw_k)
+    print(f"{k + 1:>3} {pk / 1e9:8.1f} {bw_k / 1e9:6.1f} {pk / bw_k:6.2f} "
+          + " ".join(f"{t[b] * 1e3:9.2f}" for b in batches) + f"  {crit_k}")
+rows = []
 for b in batches:
-    t = measured[b] = min(times[b])
-    bound = step_time_bound(decode_cost(ccfg, "fp32", batch=b, context=CL), cpu_peak, cpu_bw)
-    rows.append((f"B={b:<2} measured", t * 1e3))
-    rows.append((f"B={b:<2} roofline", bound * 1e3))
-    print(f"B={b:>2}: step {t * 1e3:.2f} ms, roofline bound {bound * 1e3:.2f} ms, {b / t:,.0f} tok/s")
-    value(f"cpu_ratio_{b}", t / bound, measured="a decode step timed on this machine over its measured ceilings")
+    cost_b = decode_cost(ccfg, "fp32", batch=b, context=CL)
+    ratios = [t[b] / step_time_bound(cost_b, pk, bw_k) for pk, bw_k, t in runs]
+    estimate(f"cpu_ratio_{b}", ratios, n=RUNS * STEPS,
+             measured="a decode step timed on this machine over the roofline bound from the ceilings measured in "
+             "the same run; per run the shortest of its timed steps")
+    pk, bw_k, t = runs[0]
+    rows.append((f"B={b:<2} measured", t[b] * 1e3))
+    rows.append((f"B={b:<2} roofline", step_time_bound(cost_b, pk, bw_k) * 1e3))
+print("run 1:")
 print(bars(rows, unit=" ms"))
-crit_cpu = critical_decode_batch(ccfg, "fp32", context=CL, peak_flops=cpu_peak, bandwidth=cpu_bw)
-print(f"smallest compute-bound decode batch on this CPU at L={CL}: {crit_cpu}")
 big = value("cpu_batch_big", batches[-1], fixed="the largest batch the CPU measurement tabulates")
-gain = value("cpu_gain_16", (big / measured[big]) / (1 / measured[1]), measured="decode steps timed on this machine")
-value("cpu_crit", crit_cpu if crit_cpu is not None else 10**6, measured="from the ceilings measured on this machine")
+gain = estimate("cpu_gain_16", [(big / t[big]) / (1 / t[1]) for _, _, t in runs], n=RUNS * 2 * STEPS,
+                measured="tokens per second of decode steps timed on this machine, a batch of 16 over a batch of "
+                "one; per run the shortest of each one's timed steps")
+print(f"B={big} delivers {gain:.1f}x the tokens/s of B=1 ({gain.kind}: {gain.lo:.1f} to {gain.hi:.1f})")
+
+# The intensity a decode step of the cpu preset tends to as the batch grows, at L = CL in fp32: the FLOPs
+# one more sequence adds over the bytes it adds (servebench.roofline); decode can turn compute bound only
+# on a machine whose ridge lies below it.
+CPU_PRESET = "the harness's cpu preset at the context the CPU section decodes at, in fp32: no input of this page moves it"
+c1 = decode_cost(ccfg, "fp32", batch=1, context=CL)
+c2 = decode_cost(ccfg, "fp32", batch=2, context=CL)
+cpu_asym = value("cpu_asymptote", (c2.flops - c1.flops) / (c2.bytes - c1.bytes), unit="FLOP/B", fixed=CPU_PRESET)
+value("cpu_context", CL, fixed="the context the CPU section decodes at")
+# A second route, on the model itself: the FLOPs torch's counter sees in real decode steps of one and of
+# two sequences (every slot CL - 1 tokens long, so each attends CL positions), and the bytes of the tensors
+# one more sequence reads: its two embedding rows and its keys and values at CL positions in every layer.
+probe = DecoderLM(ccfg, max_slots=3)
+for s in range(3):
+    probe.prefill(s, [(5 * s + k) % ccfg.vocab for k in range(CL - 1)])
+
+
+def counted_flops(slots):
+    with FlopCounterMode(display=False) as fc:
+        probe.decode_logits(slots)
+    for s in slots:  # undo the step: the next one overwrites the position it wrote
+        probe.cache.lengths[s] -= 1
+    return fc.get_total_flops()
+
+
+seq_flops = counted_flops([1, 2]) - counted_flops([0])
+seq_bytes = (probe.tok_emb[0].nbytes + probe.pos_emb[0].nbytes
+             + CL * (probe.cache.k[:, 0, :, 0].nbytes + probe.cache.v[:, 0, :, 0].nbytes))
+model_asym = seq_flops / seq_bytes
+print(f"\nper sequence at L={CL}: {c2.flops - c1.flops:,} FLOPs, {c2.bytes - c1.bytes:,} B (roofline counts); "
+      f"{seq_flops:,} FLOPs, {seq_bytes:,} B (counted on the model)")
+sanity("cpu_asymptote_on_the_model", Fraction(seq_flops, seq_bytes) == Fraction(c2.flops - c1.flops, c2.bytes - c1.bytes),
+       "the FLOPs torch counts in the model's decode steps over the bytes of the tensors a sequence reads equal "
+       "the roofline's per-sequence ratio", operands=(model_asym, cpu_asym), relation="equal")
+
+
+def cpu_intensity(b):
+    return decode_cost(ccfg, "fp32", batch=b, context=CL).intensity
+
+
+sanity("cpu_intensity_rises",
+       all(cpu_intensity(b) < cpu_intensity(b + 1) < cpu_asym for b in (1, 4, 16, 64, 256, 10**6))
+       and cpu_intensity(10**9) > cpu_asym * (1 - 1e-6),
+       "the decode intensity rises with the batch, stays below the asymptote and reaches it within 10^-6 at a "
+       "batch of 10^9", operands=(cpu_intensity(10**9), cpu_asym), relation=("grows", "smaller"))
+
+# Whether a batch crosses depends on the ridge alone: none when the ridge is at or above the asymptote,
+# otherwise the smallest batch whose intensity (decode_cost, a second route) reaches the ridge. Tested at
+# each run's measured ridge and at ridges half and twice the asymptote, so both cases run on every machine.
+def crit_ok(ridge_x):
+    crit_x = critical_decode_batch(ccfg, "fp32", context=CL, peak_flops=ridge_x * 1e9, bandwidth=1e9)
+    if crit_x is None:
+        return ridge_x >= cpu_asym
+    return (ridge_x < cpu_asym and cpu_intensity(crit_x) >= ridge_x * (1 - 1e-12)
+            and (crit_x == 1 or cpu_intensity(crit_x - 1) < ridge_x * (1 + 1e-12)))
+
+
+ridges = [pk / bw_k for pk, bw_k, _ in runs]
+sanity("cpu_crit_consistent", all(crit_ok(r_x) for r_x in [*ridges, cpu_asym / 2, cpu_asym * 2]),
+       "no batch is compute bound exactly when the ridge is at or above the asymptote; otherwise the batch found "
+       "is the smallest whose intensity reaches the ridge", operands=(cpu_asym, sum(ridges) / RUNS),
+       relation=("smaller", "smallest", "larger", "not"))
+crossed = [critical_decode_batch(ccfg, "fp32", context=CL, peak_flops=pk, bandwidth=bw_k) for pk, bw_k, _ in runs]
+print(f"decode intensity at L={CL} tends to {cpu_asym:.2f} FLOP/B; measured ridges "
+      + ", ".join(f"{r_x:.2f}" for r_x in ridges) + " FLOP/B: "
+      + ("no batch reaches them" if all(c is None for c in crossed)
+         else "smallest compute-bound batch per run " + ", ".join(str(c) for c in crossed)))
 value("cpu_weights_mb", weight_bytes(ccfg, "fp32") / 1e6,
       fixed="the weights of the harness's cpu preset, the model the CPU section measures")
 value("cpu_copy_mib", COPY_MIB, fixed="the size of the copy that measures the bandwidth ceiling")
-print(f"B={big} delivers {gain:.1f}x the tokens/s of B=1")

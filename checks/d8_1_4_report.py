@@ -9,11 +9,28 @@ in the printed output.
 
 import dataclasses
 import json
+import statistics
+import time
 
 import matplotlib
+import torch
 
-from numbook.check import figure, given, sanity, value
-from servebench import kv_cache_bytes, param_count, preset, run_report, weight_bytes
+from numbook.check import estimate, figure, given, sanity, value
+from servebench import (
+    ClosedLoop,
+    DecoderLM,
+    OpenLoop,
+    critical_decode_batch,
+    decode_cost,
+    kv_cache_bytes,
+    make_requests,
+    param_count,
+    preset,
+    run_report,
+    serve,
+    summarize,
+    weight_bytes,
+)
 from servebench.plotting import GREY, finish, new_figure
 from servebench.textplot import bars, scatter
 
@@ -107,12 +124,52 @@ ax.grid(alpha=0.3)
 ax.legend()
 figure("decode_roofline", finish(fig), "Decode throughput against batch size, measured (dots) and the roofline bound "
        "from bytes and FLOPs per step over the measured copy bandwidth and matmul rate (dashed).")
-value("decode_gain_8", dec[8]["tokens_per_s"] / dec[1]["tokens_per_s"], measured=MEASURED)
-value("decode_batch_hi", 8, fixed="the batch the page compares with one")
+HI_B = value("decode_batch_hi", 8, fixed="the batch the page compares with one")
+print(f"  this run: B={HI_B} delivered {dec[HI_B]['tokens_per_s'] / dec[1]['tokens_per_s']:.2f}x the tokens/s of B=1")
 value("decode_batch_max", max(cfg.decode_batches), fixed=PRESET)
+# The intensity a decode step tends to as the batch grows: the FLOPs one more sequence adds over the bytes it
+# adds. Decode can turn compute bound only on a machine whose ridge lies below it.
+CTX = value("decode_context", cfg.decode_context, fixed=PRESET)
+one_seq, two_seq = (decode_cost(mc, cfg.dtype, batch=b, context=CTX) for b in (1, 2))
+asym = value("decode_asymptote", (two_seq.flops - one_seq.flops) / (two_seq.bytes - one_seq.bytes), unit="FLOP/B")
+value("decode_repeats", cfg.decode_repeats, fixed=PRESET)
+
+
+def intensity(b):
+    return decode_cost(mc, cfg.dtype, batch=b, context=CTX).intensity
+
+
+sanity("decode_intensity_rises",
+       all(intensity(b) < intensity(b + 1) < asym for b in (1, 8, 32, 256, 10**6)) and intensity(10**9) > asym * (1 - 1e-6),
+       "a decode step's intensity rises with the batch, stays below the asymptote and is within 10^-6 of it at a "
+       "batch of 10^9", operands=(intensity(10**9), asym), relation=("grows", "smaller"))
+ridge_here, crit_here = ce["ridge"], steps["critical_decode_batch"]
+print(f"  decode intensity at context {CTX} tends to {asym:.2f} FLOP/B as the batch grows; ridge here "
+      f"{ridge_here:.2f} FLOP/B: " + ("no batch reaches it" if crit_here is None else f"from B = {crit_here}"))
+
+
+def crit_ok(ridge_x, crit_x):
+    """None exactly when the ridge is at or above the asymptote; else the smallest batch that reaches the ridge."""
+    if crit_x is None:
+        return ridge_x >= asym
+    return ridge_x < asym and intensity(crit_x) >= ridge_x * (1 - 1e-12) and (
+        crit_x == 1 or intensity(crit_x - 1) < ridge_x * (1 + 1e-12))
+
+
+def crit_at(ridge_x):
+    return critical_decode_batch(mc, cfg.dtype, context=CTX, peak_flops=ridge_x * 1e9, bandwidth=1e9)
+
+
+# the report's answer at its measured ridge, and both cases at ridges half and twice the asymptote
+sanity("critical_batch_consistent",
+       crit_ok(ridge_here, crit_here) and all(crit_ok(x, crit_at(x)) for x in (asym / 2, asym * 2)),
+       "the report names no compute-bound batch exactly when its measured ridge is at or above the asymptote, "
+       "and otherwise the smallest batch whose intensity reaches it", operands=(asym, ridge_here),
+       relation=("smaller", "smallest", "larger", "not"))
 
 # --- serving runs -----------------------------------------------------------------------------------
-print(f"\n{'run':<20}{'req/s':>6}{'tok/s':>7}{'TTFT p50':>9}{'p95':>7}{'p99':>8}{'TPOT p50':>9}{'p95':>6}{'p99':>7}"
+print(f"\nserving runs, {cfg.n_requests} requests each; percentiles over all of them (n = {cfg.n_requests} per run)")
+print(f"{'run':<20}{'req/s':>6}{'tok/s':>7}{'TTFT p50':>9}{'p95':>7}{'p99':>8}{'TPOT p50':>9}{'p95':>6}{'p99':>7}"
       f"{'SLO met':>8}{'goodput':>8}   (ms)")
 runs = {}
 for run in r["runs"]:
@@ -126,6 +183,16 @@ for run in r["runs"]:
         f"{mt['tpot']['p95'] * 1e3:6.2f}{mt['tpot']['p99'] * 1e3:7.2f}{mt['slo_attainment']:8.0%}{mt['goodput']:8.1f}"
     )
     sanity(f"complete_{key.replace('.', '_')}", mt["n_requests"] == cfg.n_requests)
+# Every percentile of the table rests on all the run's requests, and a p99 over so few (linear interpolation at
+# rank 0.99 (n - 1)) lies between the two largest of them.
+counted = all(x["metrics"][k]["n"] == cfg.n_requests for x in r["runs"] for k in ("ttft", "tpot"))
+top_two = [
+    sorted(row[k] for row in x["requests"])[-2:] + [x["metrics"][k]["p99"]] for x in r["runs"] for k in ("ttft", "tpot")
+]
+sanity("p99_between_top_two", counted and all(lo <= p99 <= hi for lo, hi, p99 in top_two),
+       "every percentile rests on all the run's requests, and each p99 lies between the two largest of them",
+       operands=(max(p99 / hi for _, hi, p99 in top_two), 1.0), relation="largest")
+value("p99_rank", 0.99 * (cfg.n_requests - 1), fixed=PRESET + ": the rank of a p99 by linear interpolation over the run's requests")
 loads = sorted(cfg.poisson_loads)
 capacity = max(v["request_throughput"] for k, v in runs.items() if k.startswith("continuous_c"))
 sanity("capacity_is_the_sweeps_best", capacity == r["capacity"])
@@ -135,7 +202,8 @@ for ld in loads:  # the rate each open-loop run was offered is the load times th
     rate_x = next(x["rate"] for x in r["runs"] if x.get("load") == ld)
     sanity(f"rate_is_load_times_capacity_{str(ld).replace('.', '_')}", abs(rate_x - ld * capacity) <= 1e-9 * rate_x)
 q_lo, q_hi = runs[f"poisson_x{loads[0]:g}"], runs[f"poisson_x{loads[-1]:g}"]
-value("ttft_p50_overload_over_underload", q_hi["ttft"]["p50"] / q_lo["ttft"]["p50"], measured=MEASURED)
+print(f"this run: median TTFT at {loads[-1]:g}x capacity {q_hi['ttft']['p50'] / q_lo['ttft']['p50']:.1f}x that "
+      f"at {loads[0]:g}x")
 TARGET = value("goodput_target", 0.9, fixed="DistServe's attainment target: a convention this page adopts")
 met = [ld for ld in loads if runs[f"poisson_x{ld:g}"]["slo_attainment"] >= TARGET]
 offered = ", ".join(f"{x['load']:g}x = {x['rate']:.1f}" for x in r["runs"] if "load" in x)
@@ -144,8 +212,8 @@ print(f"DistServe goodput over the tested rates "
       f"(highest with {TARGET:.0%} within both SLOs): "
       f"{f'{max(met) * capacity:.1f} req/s ({max(met):g}x)' if met else 'none'}")
 c = cfg.static_concurrency
-value("ttft_static_over_cont", runs[f"static_c{c}"]["ttft"]["p50"] / runs[f"continuous_c{c}"]["ttft"]["p50"],
-      measured=MEASURED)
+print(f"this run: median TTFT static over continuous at N={c}: "
+      f"{runs[f'static_c{c}']['ttft']['p50'] / runs[f'continuous_c{c}']['ttft']['p50']:.1f}x")
 sweep = sorted((int(k.split("_c")[1]), v) for k, v in runs.items() if k.startswith("continuous_c"))
 print("\nthroughput against median TPOT, continuous batching, one mark per client count N")
 print(
@@ -176,8 +244,9 @@ ax.grid(alpha=0.3)
 figure("throughput_vs_concurrency", finish(fig), "Output-token throughput against the number of concurrent clients.")
 value("sweep_lo", sweep[0][0], fixed=PRESET)
 value("sweep_hi", sweep[-1][0], fixed=PRESET)
-value("tpot_rises", sweep[-1][1]["tpot"]["p50"] / sweep[0][1]["tpot"]["p50"], measured=MEASURED)
-value("tok_rises", sweep[-1][1]["token_throughput"] / sweep[0][1]["token_throughput"], measured=MEASURED)
+print(f"this run, N={sweep[0][0]} to N={sweep[-1][0]}: tokens/s x"
+      f"{sweep[-1][1]['token_throughput'] / sweep[0][1]['token_throughput']:.2f}, median TPOT x"
+      f"{sweep[-1][1]['tpot']['p50'] / sweep[0][1]['tpot']['p50']:.2f}")
 
 # --- quality --------------------------------------------------------------------------------------
 bi, ag = q["batch_invariance"], q["fp32_vs_bf16"]
@@ -200,5 +269,98 @@ value("bf16_steps", ag["steps"], fixed=PRESET)
 sanity("batch_invariant_tokens", bi["tokens_equal"], "greedy tokens are the same alone and in a batch",
        relation=("differs", "at most", "equal"))
 
-value("elapsed_s", r["elapsed_s"], measured=MEASURED)
 print(f"\nthe whole run took {r['elapsed_s']:.1f} s; JSON result: {len(json.dumps(r)) / 1e3:.0f} kB")
+
+# --- five repeats: the figures the page states ------------------------------------------------------
+# One run of the report is one draw of requests on a machine whose load comes and goes. The figures the page
+# states come from five repeats, each on its own draw of fewer requests (seed k), run back to back on one
+# model: decode steps timed as the report times them (the median of its 20 steps at batch 1 and 8, contexts
+# spanning the report's), static and continuous batching at the static concurrency, continuous batching
+# with one client and with the sweep's largest count, and Poisson arrivals at the overload multiple of this
+# repeat's capacity (its best closed-loop request throughput, drain included).
+REPEATS = value("repeats", 5, fixed="the number of repeats, a choice of this check")
+N_REP = value("rep_requests", 48, fixed="the requests per repeat, a choice of this check: enough for the overload "
+              "run to queue well past the batch limit, few enough for five repeats to run in under two minutes")
+lo_n, hi_n = sweep[0][0], sweep[-1][0]
+over = loads[-1]
+torch.set_num_threads(cfg.threads)  # run_report restores torch's default when it returns
+rep_model = DecoderLM(mc, dtype=cfg.dtype, device=cfg.device, max_slots=max(cfg.max_batch, 1 + HI_B))
+warm = make_requests(cfg.warmup_requests, cfg.prompt_len, cfg.output_len, vocab=mc.vocab, seed=cfg.seed + 1)
+serve(rep_model, ClosedLoop(warm, cfg.max_batch), mode="continuous", max_batch=cfg.max_batch)
+
+
+def decode_tok_s(seed):
+    """Tokens/s of decode steps at batch 1 and HI_B: each the median of decode_repeats steps at contexts spanning
+    the report's, as the report times them, but with the two batches' steps taken in turn so that load from other
+    processes hits both alike."""
+    reps = cfg.decode_repeats
+    start = CTX - reps // 2 - 1
+    groups = {1: [0], HI_B: list(range(1, 1 + HI_B))}
+    for slots in groups.values():
+        for s_ in slots:
+            rep_model.prefill(s_, [(seed * 131 + 7 * s_ + k) % mc.vocab for k in range(start)])
+    times = {b: [] for b in groups}
+    for _ in range(reps):
+        for b, slots in groups.items():
+            t0 = time.perf_counter()
+            rep_model.decode_step(slots)
+            times[b].append(time.perf_counter() - t0)
+    rep_model.reset()
+    return {b: b / statistics.median(times[b]) for b in groups}
+
+
+def served(workload, mode):
+    return summarize(serve(rep_model, workload, mode=mode, max_batch=cfg.max_batch),
+                     ttft_slo=cfg.slo_ttft_s, tpot_slo=cfg.slo_tpot_s)
+
+
+per = []
+for k in range(REPEATS):
+    reqs = make_requests(N_REP, cfg.prompt_len, cfg.output_len, vocab=mc.vocab, seed=k)
+    tok_s = decode_tok_s(k)
+    one = {"tok_s_1": tok_s[1], "tok_s_hi": tok_s[HI_B]}
+    one["static"] = served(ClosedLoop(reqs, c), "static")
+    one["cont"] = served(ClosedLoop(reqs, c), "continuous")
+    one["lo"] = served(ClosedLoop(reqs, lo_n), "continuous")
+    one["hi"] = served(ClosedLoop(reqs, hi_n), "continuous")
+    one["cap"] = max(one[x]["request_throughput"] for x in ("cont", "lo", "hi"))
+    one["over"] = served(OpenLoop.poisson(reqs, over * one["cap"], seed=k), "continuous")
+    per.append(one)
+sanity("repeats_complete", all(one[x]["n_requests"] == N_REP for one in per
+                               for x in ("static", "cont", "lo", "hi", "over")))
+print(f"\nfive repeats, {N_REP} requests each (seed = repeat), static and continuous at N={c}, continuous at "
+      f"N={lo_n} and N={hi_n}, Poisson at {over:g}x the repeat's capacity")
+print(f"{'seed':>4} {f'B={HI_B}/B=1':>8} {'TTFT st/co':>10} {'tok/s hi/lo':>11} {'TPOT hi/lo':>10} {'TTFT over/lo':>12} "
+      f"{'wait share':>10} {'cap req/s':>9}")
+figs = {
+    "decode_gain_8": [one["tok_s_hi"] / one["tok_s_1"] for one in per],
+    "ttft_static_over_cont": [one["static"]["ttft"]["p50"] / one["cont"]["ttft"]["p50"] for one in per],
+    "tok_rises": [one["hi"]["token_throughput"] / one["lo"]["token_throughput"] for one in per],
+    "tpot_rises": [one["hi"]["tpot"]["p50"] / one["lo"]["tpot"]["p50"] for one in per],
+    "ttft_overload_over_one_client": [one["over"]["ttft"]["p50"] / one["lo"]["ttft"]["p50"] for one in per],
+    "overload_wait_share": [1 - one["lo"]["ttft"]["p50"] / one["over"]["ttft"]["p50"] for one in per],
+}
+for k, one in enumerate(per):
+    print(f"{k:>4} " + " ".join(f"{figs[name][k]:{w}.2f}" for name, w in zip(figs, (8, 10, 11, 10, 12, 10),
+                                                                               strict=True))
+          + f" {one['cap']:9.1f}")
+steps_n = REPEATS * 2 * cfg.decode_repeats
+estimate("decode_gain_8", figs["decode_gain_8"], n=steps_n, repeated="runs",
+         measured=f"decode steps timed on this machine, batch {HI_B} over batch 1 in tokens/s; per run the median of "
+         f"{cfg.decode_repeats} steps of each, the two batches' steps in turn")
+TWO = REPEATS * 2 * N_REP  # two runs of N_REP requests per repeat behind each ratio
+estimate("ttft_static_over_cont", figs["ttft_static_over_cont"], n=TWO, repeated="seeds",
+         measured=f"median TTFT of static over continuous batching at {c} clients, {N_REP} requests each, served on "
+         "this machine")
+estimate("tok_rises", figs["tok_rises"], n=TWO, repeated="seeds",
+         measured=f"output tokens/s of continuous batching with {hi_n} clients over {lo_n}, {N_REP} requests each, "
+         "served on this machine")
+estimate("tpot_rises", figs["tpot_rises"], n=TWO, repeated="seeds",
+         measured=f"median TPOT of continuous batching with {hi_n} clients over {lo_n}, {N_REP} requests each, "
+         "served on this machine")
+# The ratio of the two medians scatters widely from repeat to repeat (a t interval of it can reach below zero);
+# the share of the overloaded median that is beyond one client's, 1 - one client's / the overload's, is bounded
+# by one and states the same thing: the page claims that.
+estimate("overload_wait_share", figs["overload_wait_share"], n=TWO, repeated="seeds",
+         measured=f"one minus the median TTFT of one client over that of Poisson arrivals at {over:g}x the repeat's "
+         f"capacity, {N_REP} requests each, served on this machine")

@@ -219,8 +219,8 @@ sanity("lean_one_buffer", n_lean == 1 and peak_lean_over.lo >= 1 and peak_lean_o
        "scaling Q and a softmax in place leave one score-sized buffer, still a full one, and peak under 1.5 times "
        "the scores", operands=(peak_lean_over.hi * score_m, 1.5 * score_m))
 largest_math = measured("math_largest_bytes", lambda r: max(r["math"][1]), unit="bytes")
-sanity("math_backend_materialises", largest_math.lo >= score_m,
-       "forced onto the math backend, the same call allocates a (B, H, T, T) buffer",
+sanity("math_backend_materialises", largest_math.lo >= score_m and all(max(r["math"][1]) >= score_m for r in runs),
+       "forced onto the math backend, the same call allocates a (B, H, T, T) buffer in every run",
        operands=(largest_math.lo, score_m))
 sanity("fused_matches_explicit", diff < 1e-5, "both routes give the same output", operands=(float(diff), 1e-5))
 # what the kernel keeps besides the output: one log-sum-exp per row, (B, H, T) in fp32

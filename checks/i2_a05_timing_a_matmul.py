@@ -186,12 +186,12 @@ flops_ratio, bw_ratio = est["flops_ratio"], est["bw_ratio"]
 
 def show(label, name, fmt, unit=""):
     e = est[name]
-    row(label, f"{format(e.point, fmt)}{unit}", f"{format(e.lo, fmt)} to {format(e.hi, fmt)}", w=40, cw=20)
+    row(label, f"{format(e.point, fmt)}{unit}", f"{format(e.lo, fmt)} to {format(e.hi, fmt)}", w=40, cw=16)
 
 
-print(f"\nMeasured in {ROUNDS} rounds, each the median of {ITERS} timed iterations: mean over the rounds "
-      f"and its {est['ridge'].kind}")
-row("", "mean", f"{LEVEL:.0%} CI", w=40, cw=20)
+print(f"\nMeasured in {ROUNDS} rounds, each the median of {ITERS} timed iterations:")
+print(f"the mean over the rounds and its {est['ridge'].kind}")
+row("", "mean", f"{LEVEL:.0%} CI", w=40, cw=16)
 show("matmul_flops (GFLOP/s)", "peak_gflops", ".1f")
 show("copy_bandwidth (GB/s)", "copy_gbs", ".1f")
 show("ridge = peak / bandwidth (FLOP/byte)", "ridge", ".1f")
@@ -204,8 +204,8 @@ show("bytes/s over the copy bandwidth", "bw_ratio", ".2f")
 show("ridge over its intensity", "ridge_over_skinny", ".1f")
 show("square product's intensity over ridge", "big_over_ridge", ".1f")
 print("In each round")
-row("  bytes/s over the copy bandwidth", *(f"{r:.2f}" for r in per_round["bw_ratio"]), cw=8)
-row("  ridge (FLOP/byte)", *(f"{r:.1f}" for r in per_round["ridge"]), cw=8)
+row("  bytes/s over copy bandwidth", *(f"{r:.2f}" for r in per_round["bw_ratio"]), w=32, cw=8)
+row("  ridge (FLOP/byte)", *(f"{r:.1f}" for r in per_round["ridge"]), w=32, cw=8)
 
 lo_ridge, hi_ridge = est["ridge"].lo, est["ridge"].hi
 sanity("skinny_below_ridge", sk_I < lo_ridge and hi_ridge < big_I,

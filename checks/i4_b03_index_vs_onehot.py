@@ -129,13 +129,13 @@ t_gather = estimate("t_gather_ms", [g_ * 1e3 for g_, _ in runs], unit="ms", n=RU
 t_onehot = estimate("t_onehot_ms", [o_ * 1e3 for _, o_ in runs], unit="ms", n=RUNS * ITERS, level=LEVEL, measured=TIMED)
 speedup = estimate("speedup_gather", [o_ / g_ for g_, o_ in runs], n=RUNS * ITERS, level=LEVEL,
                    measured=TIMED)
-print(f"\nSelecting the target log-probability, this machine: {RUNS} runs, each the median of {ITERS} iterations;"
-      f" mean over the runs and its {speedup.kind}")
-row("", "mean", f"{LEVEL:.0%} CI", cw=24)
-row("gather", f"{t_gather:.3f} ms", f"{t_gather.lo:.3f} to {t_gather.hi:.3f} ms", cw=24)
-row("one-hot multiply and sum", f"{t_onehot:.1f} ms", f"{t_onehot.lo:.1f} to {t_onehot.hi:.1f} ms", cw=24)
-row("ratio, one-hot over gather", f"{speedup:,.0f}x", f"{speedup.lo:,.0f} to {speedup.hi:,.0f}x", cw=24)
-row("  in each run", *(f"{o_ / g_:,.0f}x" for g_, o_ in runs), cw=8)
+print(f"\nSelecting the target log-probability: {RUNS} runs, each the median of {ITERS} iterations,")
+print(f"the mean over the runs and its {speedup.kind}")
+row("", "mean", f"{LEVEL:.0%} CI", w=30, cw=20)
+row("gather", f"{t_gather:.3f} ms", f"{t_gather.lo:.3f} to {t_gather.hi:.3f} ms", w=30, cw=20)
+row("one-hot multiply and sum", f"{t_onehot:.1f} ms", f"{t_onehot.lo:.1f} to {t_onehot.hi:.1f} ms", w=30, cw=20)
+row("ratio, one-hot over gather", f"{speedup:,.0f}x", f"{speedup.lo:,.0f} to {speedup.hi:,.0f}x", w=30, cw=20)
+row("  in each run", *(f"{o_ / g_:,.0f}x" for g_, o_ in runs), w=30, cw=8)
 sanity("gather_faster", speedup.lo > 100 and t_onehot.lo > 100 * t_gather.hi,
        "the gather is more than 100x faster than the contraction, over the whole interval of the ratio and of "
        "the two times", operands=(t_onehot.lo, t_gather.hi), relation=("slower", "faster", "larger"))

@@ -8,8 +8,11 @@ that cache, so that neither can be served from it. Then measures this machine's 
 with servebench.ceilings (matmul_flops: the FLOP/s of a large square fp32 product; copy_bandwidth:
 the bytes/s of the tensor copy), and times one decode token through the gate_proj of as many of
 Llama 3 8B's layers as that takes, each a (1, d) @ (d, f) product in fp32 with its own weight, with
-servebench.ceilings.best_time. Its FLOPs are counted with FlopCounterMode and its bytes read from
-.nbytes, so its intensity is exact; its FLOP/s and bytes/s are measured and stated only as bounds.
+servebench.ceilings.median_time. The three are measured in alternating rounds, each the median of
+ITERS timed iterations; every measured figure is the mean over the rounds of its per-round figure
+(ratios formed within a round), with a 95% t interval over the rounds (numbook.check.estimate).
+Its FLOPs are counted with FlopCounterMode and its bytes read from .nbytes, so its intensity is
+exact; its FLOP/s and bytes/s are measured and stated only as bounds that hold over their interval.
 """
 
 import glob
@@ -21,13 +24,14 @@ import torch
 import torch.nn.functional as F
 from torch.utils.flop_counter import FlopCounterMode
 
-from numbook.check import fact, given, sanity, value
-from servebench.ceilings import best_time, copy_bandwidth, matmul_flops
+from numbook.check import estimate, fact, given, sanity, value
+from servebench.ceilings import copy_bandwidth, matmul_flops, median_time
 
 CPU = torch.device("cpu")
 FP32 = torch.float32
 TIMED = "timed on this machine"
-ROUNDS, REPEATS = 3, 7
+ROUNDS, ITERS = 5, 7    # alternating rounds; timed iterations of each measurement per round
+LEVEL = 0.95            # the confidence level of the t intervals
 
 
 def row(label, *cells, w=34, cw=16):
@@ -120,7 +124,8 @@ value("skinny_mb", sk_bytes / 1e6)
 value("skinny_w_mib", W.nbytes / 2**20)
 streamed = layers * sk_bytes                       # one token through each layer's gate_proj
 copy_bytes = layers * w_bytes                      # the copied tensor: as large as the weights streamed
-stream_over = value("stream_over_llc", layers * w_bytes / llc, measured="sized by this machine's cache readings")
+# a reading of this machine's caches, not a timing: the same in every run on this machine, so no interval
+stream_over = value("stream_over_llc", layers * w_bytes / llc)
 print(f"\nOne token through the gate_proj of {layers} layers streams {layers * w_bytes / 2**20:,.0f} MiB of weights,"
       f" {stream_over:.1f} times the largest cache reading; the copy moves a tensor of as many bytes")
 sanity("work_outsizes_cache", layers * w_bytes >= llc_factor * llc and copy_bytes >= llc_factor * llc,
@@ -137,10 +142,14 @@ sanity("skinny_closed", sk_flops == 2 * d * f and sk_bytes == 4 * (d + d * f + f
        operands=(sk_I, 0.5))
 
 # -- the ceilings and the skinny product, measured in alternating rounds ------------------------------
-# Other work on a shared machine only ever slows a run down, so each figure keeps its best round:
-# the highest matmul_flops and copy_bandwidth (each the median of its own repeats), the shortest time.
-peaks, bws, times = [], [], []
+# Each round measures the three in turn, each the median of ITERS timed iterations (after one warm-up):
+# matmul_flops and copy_bandwidth from servebench.ceilings, the decode token with median_time. Every
+# figure below is formed within a round (a ratio divides two medians of the same round, so a disturbance
+# that slows the whole round cancels in it) and recorded as the mean over the rounds with a 95% t
+# interval over them: n counts the timed iterations behind it, ITERS per round.
 value("rounds", ROUNDS, fixed="the number of alternating measurement rounds: a choice of the check")
+value("iters", ITERS, fixed="the timed iterations of each measurement in a round: a choice of the check")
+value("ci_level", LEVEL, fixed="the confidence level of every interval of the check: a choice of the check")
 
 
 def token():
@@ -148,52 +157,80 @@ def token():
         F.linear(x, w)
 
 
+peaks, bws, times = [], [], []
 for _ in range(ROUNDS):
-    peaks.append(matmul_flops(CPU, FP32, n=n))
-    bws.append(copy_bandwidth(CPU, nbytes=copy_bytes))
-    times.append(best_time(token, CPU, repeats=REPEATS) / layers)   # per layer
-peak = value("peak_gflops", max(peaks) / 1e9, measured=TIMED)
-bw = value("copy_gbs", max(bws) / 1e9, measured=TIMED)
-t = min(times)
-ridge = value("ridge", peak / bw, measured=TIMED)
-print(f"\nCeilings measured on this machine (servebench.ceilings, best of {ROUNDS} rounds)")
-row("matmul_flops", f"{peak:.1f} GFLOP/s")
-row("copy_bandwidth", f"{bw:.1f} GB/s")
-row("ridge = peak / bandwidth", f"{ridge:.1f} FLOP/byte")
+    peaks.append(matmul_flops(CPU, FP32, n=n, repeats=ITERS))
+    bws.append(copy_bandwidth(CPU, nbytes=copy_bytes, repeats=ITERS))
+    times.append(median_time(token, CPU, repeats=ITERS) / layers)   # per layer
+per_round = {
+    "peak_gflops": [p / 1e9 for p in peaks],
+    "copy_gbs": [b / 1e9 for b in bws],
+    "ridge": [p / b for p, b in zip(peaks, bws, strict=True)],
+    "skinny_gflops": [sk_flops / t / 1e9 for t in times],
+    "skinny_gbs": [sk_bytes / t / 1e9 for t in times],
+    "skinny_ms": [t * 1e3 for t in times],
+    "flops_ratio": [sk_flops / t / p for t, p in zip(times, peaks, strict=True)],
+    "bw_ratio": [sk_bytes / t / b for t, b in zip(times, bws, strict=True)],
+}
+per_round["ridge_over_skinny"] = [r / sk_I for r in per_round["ridge"]]
+per_round["big_over_ridge"] = [big_I / r for r in per_round["ridge"]]
+UNITS = {"peak_gflops": "GFLOP/s", "copy_gbs": "GB/s", "ridge": "FLOP/B", "skinny_gflops": "GFLOP/s",
+         "skinny_gbs": "GB/s", "skinny_ms": "ms"}
+N_ITERS = ROUNDS * ITERS
+est = {name: estimate(name, xs, unit=UNITS.get(name), n=N_ITERS, repeated="rounds", level=LEVEL,
+                      measured=f"timed on this machine: the median of {ITERS} iterations in each of {ROUNDS} rounds")
+       for name, xs in per_round.items()}
+peak, bw, ridge = (float(est[k]) for k in ("peak_gflops", "copy_gbs", "ridge"))
+flops_ratio, bw_ratio = est["flops_ratio"], est["bw_ratio"]
 
-sk_gflops = value("skinny_gflops", sk_flops / t / 1e9, measured=TIMED)
-sk_gbs = value("skinny_gbs", sk_bytes / t / 1e9, measured=TIMED)
-value("skinny_ms", t * 1e3, measured=TIMED)
-flops_ratio = value("flops_ratio", sk_gflops / peak, measured=TIMED)
-bw_ratio = value("bw_ratio", sk_gbs / bw, measured=TIMED)
-ridge_over = value("ridge_over_skinny", ridge / sk_I, measured=TIMED)
-big_over = value("big_over_ridge", big_I / ridge, measured=TIMED)
-rounds_ratio = [sk_bytes / ti / bi for ti, bi in zip(times, bws, strict=True)]
-lo = value("bw_ratio_lo", min(rounds_ratio), measured=TIMED)
-hi = value("bw_ratio_hi", max(rounds_ratio), measured=TIMED)
-print(f"\nOne token through gate_proj, per layer (best of {ROUNDS} x {REPEATS} runs)")
-row("time", f"{t * 1e3:.2f} ms")
-row("achieved", f"{sk_gflops:.2f} GFLOP/s", f"{sk_gbs:.1f} GB/s")
-row("share of the measured peak", f"{flops_ratio:.1%}")
-row("bytes/s over the copy bandwidth", f"{bw_ratio:.2f}")
-row("  in each round", *(f"{r:.2f}" for r in rounds_ratio), cw=8)
-row("ridge over its intensity", f"{ridge_over:.1f}")
-row("square product's intensity over ridge", f"{big_over:.1f}")
 
-sanity("skinny_below_ridge", sk_I < ridge < big_I,
-       "the skinny product's intensity is below the measured ridge, the square product's above it",
-       operands=(sk_I, ridge), relation=("smaller", "larger"))
-sanity("skinny_far_from_peak", flops_ratio < 0.5,
-       "the skinny product reaches less than half the square product's FLOP/s", operands=(sk_gflops, peak),
-       relation="half")
-sanity("skinny_at_bandwidth", 0.25 <= bw_ratio <= 5,
-       "its bytes/s are between 0.25 and 5 times the copy bandwidth", operands=(sk_gbs, bw))
-sanity("rounds_at_bandwidth", 0.25 <= lo <= hi <= 5,
+def show(label, name, fmt, unit=""):
+    e = est[name]
+    row(label, f"{format(e.point, fmt)}{unit}", f"{format(e.lo, fmt)} to {format(e.hi, fmt)}", w=40, cw=16)
+
+
+print(f"\nMeasured in {ROUNDS} rounds, each the median of {ITERS} timed iterations:")
+print(f"the mean over the rounds and its {est['ridge'].kind}")
+row("", "mean", f"{LEVEL:.0%} CI", w=40, cw=16)
+show("matmul_flops (GFLOP/s)", "peak_gflops", ".1f")
+show("copy_bandwidth (GB/s)", "copy_gbs", ".1f")
+show("ridge = peak / bandwidth (FLOP/byte)", "ridge", ".1f")
+print("One token through gate_proj, per layer")
+show("time (ms)", "skinny_ms", ".2f")
+show("achieved (GFLOP/s)", "skinny_gflops", ".2f")
+show("achieved (GB/s)", "skinny_gbs", ".1f")
+show("share of the measured peak", "flops_ratio", ".3f")
+show("bytes/s over the copy bandwidth", "bw_ratio", ".2f")
+show("ridge over its intensity", "ridge_over_skinny", ".1f")
+show("square product's intensity over ridge", "big_over_ridge", ".1f")
+print("In each round")
+row("  bytes/s over copy bandwidth", *(f"{r:.2f}" for r in per_round["bw_ratio"]), w=32, cw=8)
+row("  ridge (FLOP/byte)", *(f"{r:.1f}" for r in per_round["ridge"]), w=32, cw=8)
+
+lo_ridge, hi_ridge = est["ridge"].lo, est["ridge"].hi
+sanity("skinny_below_ridge", sk_I < lo_ridge and hi_ridge < big_I,
+       "the skinny product's intensity is below the measured ridge, the square product's above it, over the "
+       "ridge's whole interval", operands=(sk_I, lo_ridge), relation=("smaller", "larger"))
+sanity("skinny_far_from_peak", flops_ratio.hi < 0.5,
+       "the skinny product reaches less than half the square product's FLOP/s, over the whole interval",
+       operands=(flops_ratio.hi, 0.5), relation="half")
+sanity("skinny_at_bandwidth", bw_ratio.lo >= 0.25 and bw_ratio.hi <= 5,
+       "its bytes/s are between 0.25 and 5 times the copy bandwidth, over the whole interval",
+       operands=(bw_ratio.lo, bw_ratio.hi))
+sanity("rounds_at_bandwidth", all(0.25 <= r <= 5 for r in per_round["bw_ratio"]),
        "in every round its bytes/s are between 0.25 and 5 times the copy bandwidth of the same round",
-       operands=(lo, hi))
+       operands=(min(per_round["bw_ratio"]), max(per_round["bw_ratio"])))
 
 # -- variation: the batch at which gate_proj in fp32 would cross this machine's ridge ---------------------
 # fp32 intensity of (m, d) @ (d, f): 2 m d f / (4 (m d + d f + m f)); solve for the first m at the ridge
-m_cpu = next(m for m in range(1, 1 << 20) if 2 * m * d * f / (4 * (m * d + d * f + m * f)) >= ridge)
-value("m_star_cpu", m_cpu, measured="from the ceilings measured on this machine")
-print(f"\nVariation: gate_proj in fp32 reaches this machine's ridge at m = {m_cpu}")
+
+
+def crossing(ridge):
+    """The first batch m at which (m, d) @ (d, f) in fp32 reaches the ridge: 2 m d f / (4 (m d + d f + m f))."""
+    return next(m for m in range(1, 1 << 20) if 2 * m * d * f / (4 * (m * d + d * f + m * f)) >= ridge)
+
+
+m_cpu = estimate("m_star_cpu", [crossing(r) for r in per_round["ridge"]], n=N_ITERS, repeated="rounds", level=LEVEL,
+                 measured=f"from the ceilings measured in each of {ROUNDS} rounds on this machine")
+print(f"\nVariation: gate_proj in fp32 reaches this machine's ridge at m = {m_cpu:.1f} "
+      f"(mean over the rounds; {LEVEL:.0%} CI {m_cpu.lo:.1f} to {m_cpu.hi:.1f})")

@@ -4,7 +4,9 @@
 Real int64 targets and their F.one_hot expansion: memory from .nbytes, the loss by gather and
 by the one-hot contraction (equal, and equal to F.cross_entropy with index and with probability
 targets), their measured times, and the embedding lookup as the gather that replaces a
-one-hot matmul.
+one-hot matmul. The two selections are timed in RUNS runs; in each, each route is warmed up once
+and timed ITERS times in a row, and the run gives the median time of each route and their ratio.
+Each figure is the mean over the runs with a 95% t interval over them (numbook.check.estimate).
 """
 
 import statistics
@@ -13,7 +15,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from numbook.check import fact, given, sanity, value
+from numbook.check import estimate, fact, given, sanity, value
 
 MB = 10**6
 
@@ -22,13 +24,15 @@ def row(label, *cells, w=40, cw=16):
     print(f"  {label:<{w}}" + "".join(f"{c:>{cw}}" for c in cells))
 
 
-REPS = 7
+RUNS, ITERS = 5, 7     # timed runs; timed iterations of each route in a run
+LEVEL = 0.95           # the confidence level of the t intervals
 
 
-def median_time(fn, reps=REPS):
-    fn()  # warm-up
+def median_time(fn, iters=ITERS):
+    """fn once to warm up (the gather's entries back in cache after the contraction), then its median of iters."""
+    fn()
     ts = []
-    for _ in range(reps):
+    for _ in range(iters):
         t0 = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t0)
@@ -115,17 +119,26 @@ row("cross_entropy index vs probability targets", f"{d3:.1e}")
 sanity("four_routes_agree", max(d1, d2, d3) < 1e-4, "gather, one-hot contraction and both cross_entropy forms agree",
        operands=(by_gather.mean().item(), by_onehot.mean().item()), relation="largest")
 
-t_gather = median_time(lambda lp=logp: lp.gather(1, y[:, None]))
-t_onehot = median_time(lambda lp=logp: (onehot_f * lp).sum(-1))
-speedup = value("speedup_gather", t_onehot / t_gather, measured="timed on this machine")
-value("t_gather_ms", t_gather * 1e3, measured="timed on this machine")
-value("t_onehot_ms", t_onehot * 1e3, measured="timed on this machine")
-print(f"\nSelecting the target log-probability (median of {REPS}, this machine)")
-row("gather", f"{t_gather * 1e3:.3f} ms")
-row("one-hot multiply and sum", f"{t_onehot * 1e3:.3f} ms")
-row("ratio", f"{speedup:,.0f}x")
-sanity("gather_faster", t_onehot > 100 * t_gather, "the gather is more than 100x faster than the contraction",
-       operands=(t_onehot, t_gather), relation=("slower", "faster", "larger"))
+value("runs", RUNS, fixed="the number of timed runs: a choice of the check")
+value("iters", ITERS, fixed="the timed iterations of each route in a run: a choice of the check")
+value("ci_level", LEVEL, fixed="the confidence level of every interval of the check: a choice of the check")
+runs = [(median_time(lambda lp=logp: lp.gather(1, y[:, None])), median_time(lambda lp=logp: (onehot_f * lp).sum(-1)))
+        for _ in range(RUNS)]
+TIMED = f"timed on this machine: the median of {ITERS} iterations in each of {RUNS} runs"
+t_gather = estimate("t_gather_ms", [g_ * 1e3 for g_, _ in runs], unit="ms", n=RUNS * ITERS, level=LEVEL, measured=TIMED)
+t_onehot = estimate("t_onehot_ms", [o_ * 1e3 for _, o_ in runs], unit="ms", n=RUNS * ITERS, level=LEVEL, measured=TIMED)
+speedup = estimate("speedup_gather", [o_ / g_ for g_, o_ in runs], n=RUNS * ITERS, level=LEVEL,
+                   measured=TIMED)
+print(f"\nSelecting the target log-probability: {RUNS} runs, each the median of {ITERS} iterations,")
+print(f"the mean over the runs and its {speedup.kind}")
+row("", "mean", f"{LEVEL:.0%} CI", w=30, cw=20)
+row("gather", f"{t_gather:.3f} ms", f"{t_gather.lo:.3f} to {t_gather.hi:.3f} ms", w=30, cw=20)
+row("one-hot multiply and sum", f"{t_onehot:.1f} ms", f"{t_onehot.lo:.1f} to {t_onehot.hi:.1f} ms", w=30, cw=20)
+row("ratio, one-hot over gather", f"{speedup:,.0f}x", f"{speedup.lo:,.0f} to {speedup.hi:,.0f}x", w=30, cw=20)
+row("  in each run", *(f"{o_ / g_:,.0f}x" for g_, o_ in runs), w=30, cw=8)
+sanity("gather_faster", speedup.lo > 100 and t_onehot.lo > 100 * t_gather.hi,
+       "the gather is more than 100x faster than the contraction, over the whole interval of the ratio and of "
+       "the two times", operands=(t_onehot.lo, t_gather.hi), relation=("slower", "faster", "larger"))
 del logp, by_onehot, ce_prob
 
 # -- the embedding lookup: the same gather replacing a matmul -------------------------------------

@@ -5,7 +5,9 @@ compared with Q and K, and the bytes the explicit route would keep for the backw
 autograd saved-tensor hooks on meta tensors. Then, at a moderate length on real CPU tensors,
 torch.profiler (profile_memory=True) records every allocation of the explicit
 softmax(QK^T / sqrt(Dh)) V and of F.scaled_dot_product_attention: the explicit route allocates
-(B, H, T, T) buffers, the fused flash-attention kernel allocates nothing near that size.
+(B, H, T, T) buffers, the fused flash-attention kernel allocates nothing near that size. Each route is
+profiled in RUNS runs, one call each; every measured figure is the mean over the runs with a 95% t
+interval over them (numbook.check.estimate), and the check asserts that the runs allocate alike.
 """
 
 import math
@@ -15,7 +17,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.profiler import ProfilerActivity, profile
 
-from numbook.check import fact, given, sanity, value
+from numbook.check import estimate, fact, given, sanity, value
 
 MB, GB, MiB, GiB = 10**6, 10**9, 2**20, 2**30
 # The fused kernel's working buffers are per thread; capping the threads keeps the measured bounds
@@ -149,18 +151,36 @@ def measure(fn):
     return out, [e.nbytes() for e in mem if e.nbytes() > 0], peak, ops
 
 
-o_exp, allocs_exp, peak_exp, ops_exp = measure(explicit)
-o_fused, allocs_fused, peak_fused, ops_fused = measure(fused)
-o_lean, allocs_lean, peak_lean, _ = measure(lean)
-with sdpa_kernel(SDPBackend.MATH):            # the same call, forced onto PyTorch's math fallback
-    o_math, allocs_math, peak_math, _ = measure(fused)
-del o_math
-MEAS = "profiled on this machine (torch.profiler, profile_memory=True)"
-largest_exp = value("explicit_largest_bytes", max(allocs_exp), measured=MEAS)
-largest_fused = value("fused_largest_bytes", max(allocs_fused), measured=MEAS)
-value("explicit_peak_over_score", peak_exp / score_m, measured=MEAS)
-value("fused_peak_over_score", peak_fused / score_m, measured=MEAS)
-value("fused_largest_over_score", largest_fused / score_m, measured=MEAS)
+RUNS, LEVEL = 5, 0.95     # profiled runs of each route; the confidence level of the t intervals
+value("runs", RUNS, fixed="the number of profiled runs of each route: a choice of the check")
+value("ci_level", LEVEL, fixed="the confidence level of every interval of the check: a choice of the check")
+runs = []
+for _ in range(RUNS):
+    run = {"explicit": measure(explicit), "fused": measure(fused), "lean": measure(lean)}
+    with sdpa_kernel(SDPBackend.MATH):        # the same call, forced onto PyTorch's math fallback
+        run["math"] = measure(fused)
+    runs.append(run)
+o_exp, allocs_exp, peak_exp, ops_exp = runs[0]["explicit"]       # the first run, printed below
+o_fused, allocs_fused, peak_fused, ops_fused = runs[0]["fused"]
+o_lean, allocs_lean, peak_lean, _ = runs[0]["lean"]
+_, allocs_math, peak_math, _ = runs[0]["math"]
+same = all([r[k][1:3] for r in runs] == [runs[0][k][1:3]] * RUNS for k in runs[0])
+sanity("same_every_run", same, "every run of each route makes the same allocations and reaches the same peak",
+       operands=(sum(len(r[k][1]) for r in runs for k in r), RUNS * sum(len(runs[0][k][1]) for k in runs[0])),
+       relation="equal")
+MEAS = f"profiled on this machine (torch.profiler, profile_memory=True): one call in each of {RUNS} runs"
+
+
+def measured(name, per_run, unit=None):
+    """A figure of each run, recorded as the mean over the runs with its 95% t interval (one call per run)."""
+    return estimate(name, [per_run(r) for r in runs], unit=unit, n=RUNS, level=LEVEL, measured=MEAS)
+
+
+largest_exp = measured("explicit_largest_bytes", lambda r: max(r["explicit"][1]), unit="bytes")
+largest_fused = measured("fused_largest_bytes", lambda r: max(r["fused"][1]), unit="bytes")
+peak_exp_over = measured("explicit_peak_over_score", lambda r: r["explicit"][2] / score_m)
+peak_fused_over = measured("fused_peak_over_score", lambda r: r["fused"][2] / score_m)
+largest_fused_over = measured("fused_largest_over_score", lambda r: max(r["fused"][1]) / score_m)
 n_exp_square = value("explicit_score_allocs", sum(1 for a in allocs_exp if a == score_m),
                      fixed="the explicit route writes three (B, H, T, T) tensors: Q K^T, the scaling, the softmax")
 diff = value("fused_vs_explicit", (o_fused - o_exp).abs().max(),
@@ -169,9 +189,10 @@ kernel = "aten::_scaled_dot_product_flash_attention_for_cpu"
 
 print(f"\nMeasured on real fp32 tensors: B = {B}, H = {H}, T = {Tm:,}, D_h = {Dh}")
 print(f"  the scores would take {score_m:,} bytes")
+print(f"  each route profiled in {RUNS} runs; the same allocations and peak in every run: {same}")
 row("route", "largest alloc", "peak", "peak / scores")
-row("explicit softmax(QK^T/sqrt(Dh))V", f"{largest_exp:,}", f"{peak_exp:,}", f"{peak_exp / score_m:.3f}")
-row("F.scaled_dot_product_attention", f"{largest_fused:,}", f"{peak_fused:,}", f"{peak_fused / score_m:.3f}")
+row("explicit softmax(QK^T/sqrt(Dh))V", f"{max(allocs_exp):,}", f"{peak_exp:,}", f"{peak_exp / score_m:.3f}")
+row("F.scaled_dot_product_attention", f"{max(allocs_fused):,}", f"{peak_fused:,}", f"{peak_fused / score_m:.3f}")
 row("explicit, scaled Q and in-place softmax", f"{max(allocs_lean):,}", f"{peak_lean:,}",
     f"{peak_lean / score_m:.3f}")
 row("  the same, math backend", f"{max(allocs_math):,}", f"{peak_math:,}", f"{peak_math / score_m:.3f}")
@@ -179,27 +200,28 @@ print(f"  explicit allocations: {', '.join(f'{a:,}' for a in allocs_exp if a > 1
 print(f"  fused allocations:    {', '.join(f'{a:,}' for a in allocs_fused)}")
 print(f"  fused kernel seen by the profiler: {kernel in ops_fused}; max |fused - explicit| = {diff:.1e}")
 
-sanity("explicit_allocates_scores", largest_exp >= score_m and n_exp_square >= 2,
-       "the explicit route allocates (B, H, T, T) buffers", operands=(largest_exp, score_m), relation="largest")
-sanity("explicit_peak_two_scores", peak_exp >= 2 * score_m,
-       "the explicit route holds two score-sized tensors at once", operands=(peak_exp, 2 * score_m))
-sanity("fused_largest_is_output", largest_fused == out_m and largest_fused < score_m,
+sanity("explicit_allocates_scores", largest_exp.lo >= score_m and n_exp_square >= 2,
+       "the explicit route allocates (B, H, T, T) buffers", operands=(largest_exp.lo, score_m), relation="largest")
+sanity("explicit_peak_two_scores", peak_exp_over.lo >= 2,
+       "the explicit route holds two score-sized tensors at once", operands=(peak_exp_over.lo * score_m, 2 * score_m))
+sanity("fused_largest_is_output", all(max(r["fused"][1]) == out_m for r in runs) and largest_fused.hi < score_m,
        "the fused kernel's largest allocation is its (B, H, T, Dh) output, far below the scores",
-       operands=(largest_fused, out_m), relation="largest")
-sanity("fused_peak_small", peak_fused < score_m / 4, "the fused kernel peaks under a quarter of the scores",
-       operands=(peak_fused, score_m / 4))
+       operands=(largest_fused.hi, out_m), relation="largest")
+sanity("fused_peak_small", peak_fused_over.hi < 1 / 4, "the fused kernel peaks under a quarter of the scores",
+       operands=(peak_fused_over.hi * score_m, score_m / 4))
 sanity("fused_is_flash_kernel", kernel in ops_fused and kernel not in ops_exp,
        "on CPU, F.scaled_dot_product_attention runs the fused flash-attention kernel", relation="larger")
-value("lean_peak_over_score", peak_lean / score_m, measured=MEAS)
+peak_lean_over = measured("lean_peak_over_score", lambda r: r["lean"][2] / score_m)
 n_lean = value("lean_score_allocs", sum(1 for a in allocs_lean if a == score_m),
                fixed="the lean route writes one (B, H, T, T) tensor, the product, and works on it in place")
 diff_lean = (o_lean - o_exp).abs().max().item()
-sanity("lean_one_buffer", n_lean == 1 and score_m <= peak_lean < 2 * score_m and diff_lean < 1e-5,
-       "scaling Q and a softmax in place leave one score-sized buffer, still a full one",
-       operands=(peak_lean, 2 * score_m))
-largest_math = value("math_largest_bytes", max(allocs_math), measured=MEAS)
-sanity("math_backend_materialises", largest_math >= score_m,
-       "forced onto the math backend, the same call allocates a (B, H, T, T) buffer", operands=(largest_math, score_m))
+sanity("lean_one_buffer", n_lean == 1 and peak_lean_over.lo >= 1 and peak_lean_over.hi < 1.5 and diff_lean < 1e-5,
+       "scaling Q and a softmax in place leave one score-sized buffer, still a full one, and peak under 1.5 times "
+       "the scores", operands=(peak_lean_over.hi * score_m, 1.5 * score_m))
+largest_math = measured("math_largest_bytes", lambda r: max(r["math"][1]), unit="bytes")
+sanity("math_backend_materialises", largest_math.lo >= score_m and all(max(r["math"][1]) >= score_m for r in runs),
+       "forced onto the math backend, the same call allocates a (B, H, T, T) buffer in every run",
+       operands=(largest_math.lo, score_m))
 sanity("fused_matches_explicit", diff < 1e-5, "both routes give the same output", operands=(float(diff), 1e-5))
 # what the kernel keeps besides the output: one log-sum-exp per row, (B, H, T) in fp32
 o2, lse = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v)[:2]

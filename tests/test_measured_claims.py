@@ -240,3 +240,13 @@ def test_in_a_table_cell_the_interval_shows_alone_with_its_words_in_the_tooltip(
     # outside the table the same claim keeps the whole suffix
     assert html.count("nb-ci-cell") == 1
     assert f'<span class="nb-ci" title="{TIP}">(n = 480, 5 seeds, 95% CI 37–46 ms)' in html
+
+
+def test_a_point_interval_shows_the_point_and_grouped_digits_stay_grouped() -> None:
+    point = {**T5, "lo": 2.125, "hi": 2.125, "n": 5, "repeated": "runs", "kind": "95% t interval over 5 runs"}
+    big = {**T5, "lo": 134217728.0, "hi": 134217728.0, "n": 5, "repeated": "runs", "kind": "95% t interval over 5 runs"}
+    res = CheckResult("checks/serve.py", "ok", values={"ratio": 2.125, "bytes": 134217728}, units={},
+                      measured={"ratio": "profiled", "bytes": "profiled"}, uncertainty={"ratio": point, "bytes": big})
+    md = markdown.Markdown(extensions=[NumbookExtension(context=CTX, results=Fixed(lambda name: res))])
+    html = md.convert("At least [[2×|ratio]] the scores, [[134,217,728|bytes]] bytes.")
+    assert "95% CI 2.125–2.125×)" in html and "95% CI 134,217,728–134,217,728 bytes)" in html

@@ -328,7 +328,10 @@ def _shown_interval(literal: ClaimLiteral, spread: Uncertainty, m: re.Match[str]
         sep = "e" if "e" in literal.text.lower() else " × 10^"
         shown = [f"{format((x / Decimal(10) ** e).quantize(q / Decimal(10) ** e), 'f')}{sep}{e}" for x in ends]
     else:
-        shown = [format(x.quantize(q) if q <= 1 else x, "f") for x in ends]
+        group = "," if re.search(r"\d,\d{3}", literal.text) else ""   # written 134,217,728: its ends grouped too
+        shown = [format(x.quantize(q) if q <= 1 else x, f"{group}f") for x in ends]
+        if hi == lo:   # every repeat gave the same figure: the point itself, not rounded outwards at a bound's step
+            shown = [format(lo.normalize() if lo == lo.to_integral_value() else lo, f"{group}f")] * 2
     text = m.string[m.end():]
     mark = "%" if literal.percent else ""
     glued = 1 if text[:1] == "×" else 0

@@ -61,6 +61,9 @@ print(
     f"{cfg.dtype}; batch limit {cfg.max_batch}"
 )
 value("heads", mc.heads, fixed=PRESET + "; d_model must stay a multiple of it, so it is not nudged")
+value("kv_heads", mc.n_kv_heads, fixed=PRESET + "; one key/value head per query head (no grouping)")
+value("ff_mult", mc.ff_mult, fixed=PRESET)
+value("d_ff", mc.d_ff)
 value("max_batch", cfg.max_batch, fixed=PRESET)
 value("n_requests", cfg.n_requests, fixed=PRESET)
 value("prompt_lo", cfg.prompt_len[0], fixed=PRESET)

@@ -102,17 +102,136 @@ for q in (50, 95, 99):
     print(
         f"  p{q}: nearest rank {near:6.1f}   linear {lin:6.1f}   LoadGen {m.percentile(ttfts, q, 'loadgen') / MS:6.1f}"
     )
-    lg = m.percentile(ttfts, q, "loadgen") / MS
-    value(f"ttft_p{q}_loadgen_ms", lg)
 value("ttft_mean_ms", sum(ttfts) / len(ttfts) / MS)
-MIN_DURATION = fact("mlperf_min_duration_s", "mlperf_min_duration_s")
-value("trace_short_of_loadgen", MIN_DURATION / (m.span(trace)))
+value("ttft_n", len(ttfts), fixed=COUNT)
+
+# --- MLPerf LoadGen's own arithmetic, transcribed from mlcommons/inference (loadgen 6.0.17) -------
+# results.cc, PerformanceSummary::ProcessLatencies: sort, then sorted[sample_count * percentile]
+# with the percentile a fraction; the double index converts to size_t by truncation, and every
+# percentile it prints passes assert(percentile < 1.0). There is no clamp.
+LG_PERCENTILES = (0.50, 0.90, 0.95, 0.97, 0.99, 0.999)  # results.h: latency_percentiles[6]
+
+
+def lg_percentile(latencies: list[float], fraction: float) -> tuple[float, int]:
+    assert 0.0 <= fraction < 1.0  # results.cc: assert(lp.percentile < 1.0)
+    xs = sorted(latencies)
+    idx = int(len(xs) * fraction)  # C++ double -> size_t: truncation
+    return xs[idx], idx
+
+
+def trunc_div(a: int, b: int) -> int:
+    """C++ integer division of int64 latencies (truncates towards zero)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+NS = 1e-9
+
+
+def ns(seconds: float) -> int:
+    return round(seconds / NS)
+
+
+lg_index_ok = True
+for q in (50, 95, 99):
+    lg_value, lg_idx = lg_percentile(ttfts, q / 100)
+    lg_index_ok = lg_index_ok and lg_idx < len(ttfts) and lg_value == m.percentile(ttfts, q, "loadgen")
+    value(f"ttft_p{q}_loadgen_ms", lg_value / MS)
+    value(f"ttft_p{q}_loadgen_index", lg_idx, fixed=COUNT)
 sanity(
     "loadgen_is_a_sample",
-    all(m.percentile(ttfts, q, "loadgen") in ttfts for q in (50, 95, 99)),
+    all(lg_percentile(ttfts, q / 100)[0] in ttfts for q in (50, 95, 99)),
     "LoadGen's percentile, like nearest rank, is always a sample",
 )
-value("ttft_n", len(ttfts), fixed=COUNT)
+# every fraction below 1 puts floor(n * q) below n, for every n: no index runs past the end
+lg_max_index_gap = min(n - int(n * f) for n in range(1, 100_001) for f in (*LG_PERCENTILES, 0.99))
+sanity(
+    "loadgen_index_below_n",
+    lg_index_ok and lg_max_index_gap >= 1,
+    "LoadGen's index floor(n q) is below n for each of its percentiles (all < 1), so it never needs "
+    "a clamp; its values match servebench's 'loadgen' method on this trace",
+    operands=(max(lg_percentile(ttfts, f)[1] for f in LG_PERCENTILES), len(ttfts) - 1), relation="smaller",
+)
+
+
+# logging.cc, AsyncLog::RecordSampleCompletion: in LLM mode each sample's
+#   time_per_output_token = (latency - first_token_latency) / (n_tokens - 1)
+# in int64 nanoseconds, latency and first-token latency both measured from the query's
+# scheduled time (loadgen.cc). n_tokens == 1 logs "Number of tokens need to be greater than 1"
+# and records n_tokens = 0, so the division is by -1 and the sample still enters the TPOT array.
+def lg_tpot_ns(r: RequestTrace) -> int:
+    n_tok = r.n_out if r.n_out > 1 else 0  # logging.cc: n_tokens == 1 -> error, n_tokens = 0
+    latency, first = ns(r.finish - r.arrival), ns(r.token_times[0] - r.arrival)
+    return trunc_div(latency - first, n_tok - 1)
+
+
+streamed = [r for r in trace if r.n_out > 1]
+lg_tpot_diff_ns = max(abs(lg_tpot_ns(r) - ns(m.tpot(r))) for r in streamed)
+value("lg_tpot_n", len(streamed), fixed=COUNT)
+sanity(
+    "loadgen_tpot_is_book_tpot",
+    lg_tpot_diff_ns == 0,
+    "LoadGen's (latency - TTFT) / (n - 1) equals the book's TPOT on every request of two or more "
+    "tokens, since each finishes with its last token",
+    operands=(lg_tpot_diff_ns, 0), relation="equal",
+)
+value("r2_tpot_loadgen_ms", lg_tpot_ns(r2) * NS / MS,
+      fixed="R2's one token is also its finish, so latency - TTFT is zero whatever its times")
+sanity(
+    "loadgen_r2_counted",
+    lg_tpot_ns(r2) == 0 and m.tpot(r2) is None,
+    "a one-token answer gets a TPOT of 0 in LoadGen's array where the book has none",
+    operands=(lg_tpot_ns(r2), 0),
+)
+# token_count (results.cc, ProcessTokenLatencies) sums tokens_per_sample, where R2's 1 became 0
+lg_tokens = sum(r.n_out if r.n_out > 1 else 0 for r in trace)
+value("lg_token_count", lg_tokens, fixed=COUNT)
+
+# results.cc, LogSummary, Server: "Completed samples per second" =
+#   (sample_count - 1) / final_query_all_samples_done_time, the final query being the last one
+# scheduled (loadgen.cc: queries[queries_issued - 1]); "Scheduled samples per second" =
+#   (sample_count - 1) / final_query_scheduled_time, under Additional Stats only; in LLM mode
+# "Completed tokens per second" = token_count / final_query_all_samples_done_time.
+# The trace read as a Server run: one sample per query, scheduled at its arrival, start at t = 0.
+final_query = max(trace, key=lambda r: r.arrival)
+lg_done = final_query.finish - trace[0].arrival
+lg_sched = final_query.arrival - trace[0].arrival
+value("lg_final_query", final_query.request_id, fixed="the last request of the trace to arrive: its order")
+value("lg_final_done_ms", lg_done / MS)
+value("lg_final_sched_ms", lg_sched / MS)
+lg_completed = value("lg_completed_sps", (len(trace) - 1) / lg_done, unit="samples/s")
+lg_scheduled = value("lg_scheduled_sps", (len(trace) - 1) / lg_sched, unit="samples/s")
+lg_tps = value("lg_completed_tps", lg_tokens / lg_done, unit="tokens/s")
+value("lg_over_book", lg_completed / m.request_throughput(trace))
+last_finish = max(r.finish for r in trace)
+sanity(
+    "loadgen_final_not_last",
+    lg_done < last_finish - trace[0].arrival,
+    "the final query scheduled (R5) finishes before the last answer (R4): LoadGen's divisor "
+    "stops short of the span",
+    operands=(lg_done / MS, (last_finish - trace[0].arrival) / MS), relation="smaller",
+)
+sanity(
+    "loadgen_server_above_book",
+    lg_completed > m.request_throughput(trace) and lg_tps > m.token_throughput(trace),
+    "on this trace LoadGen's completed rates exceed the book's, which divide by the whole span",
+    operands=(lg_completed, m.request_throughput(trace)), relation="larger",
+)
+sanity(
+    "loadgen_scheduled_above_completed",
+    lg_scheduled >= lg_completed,
+    "the final query completes after it is scheduled, so the scheduled rate is at least the completed one",
+    operands=(lg_scheduled, lg_completed), relation="at least",
+)
+print(
+    f"\nLoadGen, the trace read as a Server run: final query R{final_query.request_id} scheduled at "
+    f"{lg_sched / MS:.0f} ms, done at {lg_done / MS:.0f} ms -> completed {lg_completed:.2f} samples/s, "
+    f"scheduled {lg_scheduled:.2f} samples/s, {lg_tps:.2f} tokens/s ({lg_tokens} tokens); "
+    f"LoadGen TPOT of R2: {lg_tpot_ns(r2)} ns"
+)
+
+MIN_DURATION = fact("mlperf_min_duration_s", "mlperf_min_duration_s")
+value("trace_short_of_loadgen", MIN_DURATION / (m.span(trace)))
 
 # --- weighting ---------------------------------------------------------------------------------
 req_w = value("tpot_mean_request_ms", m.mean_tpot(trace, "request") / MS)

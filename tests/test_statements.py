@@ -153,3 +153,41 @@ def test_a_fact_without_a_source_is_an_error_and_a_sourced_fact_shows_its_source
 def test_digits_typed_into_printed_labels_are_found() -> None:
     src = 'pad = 0.15\nprint("Masking: 15% padding")\nprint(f"Masking: {pad:.0%} padding, fp32, Step 2")\n'
     assert printed_digits(src) == [(2, "Masking: 15% padding", "15")]
+
+
+def test_a_perturbation_record_goes_stale_on_an_edit_to_a_fact_its_check_read_not_to_another(tmp_path: Path) -> None:
+    """The facts file is shared by every check that cites one: the record names the entries a check took through
+    ``fact()``, so editing another check's fact leaves this record current, and editing its own makes it stale."""
+    from numbook.run.frozen import changed_reads
+    from numbook.run.perturb import load_report
+    from numbook.run.runner import Runner
+
+    facts = """
+        vocab:
+          value: 32000
+          source: Llama 2 config.json
+          read: 2026-12-02
+        util:
+          value: 0.9
+          source: vLLM 0.5 CacheConfig
+          read: 2026-12-02
+        """
+    root = _book(tmp_path, 'V = fact("vocab", "V")\nvalue("bytes", V * 8)\n',
+                 "A vocabulary of [[32,000|V]] tokens: [[256,000|bytes]] bytes of int64.\n", facts=facts)
+    proc = _verify(root, "--perturb")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = load_report(root / "checks" / "perturb.json")
+    assert record is not None
+    digest = record.reads["checks/c.py"]["checks/facts.yml"]
+    assert digest is not None and digest.startswith("facts[vocab]:")
+    runner = Runner(root, "checks", None)
+
+    def stale_files() -> list[str]:
+        return changed_reads(record.reads["checks/c.py"], root, runner.file_hash)
+
+    assert stale_files() == []
+    facts_yml = root / "checks" / "facts.yml"
+    facts_yml.write_text(facts_yml.read_text(encoding="utf-8").replace("0.9", "0.92"), encoding="utf-8")
+    assert stale_files() == []                       # another check's fact: this record stays current
+    facts_yml.write_text(facts_yml.read_text(encoding="utf-8").replace("32000", "32001"), encoding="utf-8")
+    assert stale_files() == ["checks/facts.yml"]     # its own fact: stale

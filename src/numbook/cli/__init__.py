@@ -37,6 +37,7 @@ from numbook.core.result import Source
 from numbook.core.verify import PageReport, RecordKind, Results, failure_message
 from numbook.mkdocs.config import ConfigError, Layout, load_layout
 from numbook.run.freeze import FreezeError, freeze_checks
+from numbook.run.frozen import narrow_facts
 from numbook.run.perturb import format_report, load_report, merge, perturb, report_path, save_report
 from numbook.run.runner import CACHED_ONLY_ENV, CheckResult, Progress, Runner, shard
 
@@ -285,6 +286,10 @@ def _command(args: Any) -> int:
             chosen = {runner.rel(runner.resolve(c)) for c in args.only}
             pick = {k: r for k, r in results.items() if not chosen or r.check in chosen}
             report = perturb(pick, book.bound, lambda check, given: runner.result(check, perturb=given))
+            facts_file = runner.rel(runner.checks_dir / "facts.yml")   # recorded by the entries each check took
+            by_check = {r.check: r for r in pick.values()}
+            report.reads = {c: narrow_facts(reads, by_check[c], runner.root, runner.file_hash, facts_file)
+                            for c, reads in report.reads.items()}
             record = report_path(runner.checks_dir)
             whole = merge(load_report(record), report, keep={r.check for r in results.values()})
             save_report(whole, record)

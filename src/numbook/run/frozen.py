@@ -39,7 +39,8 @@ from numbook.run.cache import relative
 from numbook.run.machine import nvidia_smi
 
 __all__ = ["FORMAT", "FileHash", "Replay", "frozen_path", "load_frozen", "replayed", "replay_file", "changed_reads",
-           "tool_dir", "freeze", "cuda_checks", "digest", "tool_hash", "git_commit", "provenance"]
+           "facts_digest", "narrow_facts", "tool_dir", "freeze", "cuda_checks", "digest", "tool_hash", "git_commit",
+           "provenance"]
 
 FORMAT = 2                      # the "numbook_frozen" field of a frozen file (1: a whole result; 2: measurements)
 _FIX = "run `nox -s freeze` on a GPU machine"
@@ -120,10 +121,56 @@ def replayed(replay: Replay, res: CheckResult, *, root: Path, file_hash: FileHas
 
 def changed_reads(reads: dict[str, str | None], root: Path, file_hash: FileHash) -> list[str]:
     """The files among ``reads`` (project file -> hash when it was read) whose content is not that now,
-    leaving out the tool's own files (see ``tool_dir``): what makes a recorded result stale."""
+    leaving out the tool's own files (see ``tool_dir``): what makes a recorded result stale. A facts file
+    recorded by the entries a check took from it (``facts_digest``) is compared on those entries only."""
     tool = tool_dir(root)
+
+    def now(f: str, digest: str | None) -> str | None:
+        keys = _facts_keys(digest)
+        return facts_digest(root / f, keys) if keys is not None else file_hash(f)
+
     return [f for f, digest in sorted(reads.items())
-            if not (tool and f.startswith(tool)) and file_hash(f) != digest]
+            if not (tool and f.startswith(tool)) and now(f, digest) != digest]
+
+
+_FACTS_PREFIX = "facts["
+
+
+def _facts_keys(digest: str | None) -> list[str] | None:
+    if not digest or not digest.startswith(_FACTS_PREFIX) or "]:" not in digest:
+        return None
+    keys = digest[len(_FACTS_PREFIX):digest.index("]:")]
+    return keys.split(",") if keys else []
+
+
+def facts_digest(path: Path, keys: list[str]) -> str | None:
+    """``facts[k1,k2]:<hash>``: the hash of the entries ``keys`` of the facts file at ``path`` (each whole: value,
+    source, date read; an absent key hashes as absent), None without the file.
+
+    A check reads its facts through ``fact()``, one entry each; an edit to another entry of the shared file
+    changes nothing it computed, so a record that names its entries goes stale only when one of them changes.
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    keys = sorted(set(keys))
+    entries = {k: data.get(k) if isinstance(data, dict) else None for k in keys}
+    body = json.dumps(entries, sort_keys=True, default=str).encode()
+    return f"{_FACTS_PREFIX}{','.join(keys)}]:{hashlib.sha256(body).hexdigest()[:20]}"
+
+
+def narrow_facts(reads: dict[str, str | None], res: CheckResult, root: Path, file_hash: FileHash,
+                 facts_file: str) -> dict[str, str | None]:
+    """``reads`` with the facts file's whole-file hash replaced by ``facts_digest`` of the entries ``res`` took
+    through ``fact()``, when the file is still as the run read it (else it is left as it is: stale)."""
+    digest = reads.get(facts_file)
+    if digest is None or _facts_keys(digest) is not None or file_hash(facts_file) != digest:
+        return dict(reads)
+    keys = [str(f["key"]) for f in res.facts.values()]
+    return {**reads, facts_file: facts_digest(root / facts_file, keys)}
 
 
 def tool_dir(root: Path) -> str:

@@ -152,6 +152,17 @@ sanity(
     "a clamp; its values match servebench's 'loadgen' method on this trace",
     operands=(max(lg_percentile(ttfts, f)[1] for f in LG_PERCENTILES), len(ttfts) - 1), relation="smaller",
 )
+# LoadGen's floor(n q) and nearest rank's ceil(n q) - 1 (both 0-based) pick the same sample exactly when n q is
+# not a whole number: at n = 5 no q of the table makes it one; at n = 100 the p99 does, and LoadGen's index is one up.
+agree_here = all(lg_percentile(ttfts, q / 100)[0] == m.percentile(ttfts, q, "nearest") for q in (50, 95, 99))
+n_whole = value("lg_vs_nearest_n", next(n for n in range(1, 1000) if n * 99 % 100 == 0),
+                fixed="arithmetic: the smallest n for which 0.99 n is a whole number, whatever the trace")
+hundred = [float(v) for v in range(1, n_whole + 1)]
+lg_100, _ = lg_percentile(hundred, 0.99)
+nr_100 = m.percentile(hundred, 99, "nearest")
+sanity("loadgen_nearest_agree_only_here", agree_here and lg_100 > nr_100,
+       "LoadGen and nearest rank agree at n = 5; at n = 100 LoadGen's p99 is the next value up",
+       operands=(lg_100, nr_100), relation="larger")
 
 
 # logging.cc, AsyncLog::RecordSampleCompletion: in LLM mode each sample's
@@ -232,6 +243,7 @@ print(
 
 MIN_DURATION = fact("mlperf_min_duration_s", "mlperf_min_duration_s")
 value("trace_short_of_loadgen", MIN_DURATION / (m.span(trace)))
+value("trace_sched_short_of_loadgen", MIN_DURATION / lg_sched)
 
 # --- weighting ---------------------------------------------------------------------------------
 req_w = value("tpot_mean_request_ms", m.mean_tpot(trace, "request") / MS)

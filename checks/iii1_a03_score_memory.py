@@ -22,7 +22,8 @@ from numbook.check import estimate, fact, given, sanity, value
 MB, GB, MiB, GiB = 10**6, 10**9, 2**20, 2**30
 # The fused kernel's working buffers are per thread; capping the threads keeps the measured bounds
 # true on a machine with many cores (the explicit route's allocations do not depend on threads).
-torch.set_num_threads(min(torch.get_num_threads(), 4))
+MAX_THREADS = value("max_threads", 4, fixed="a choice of this check: the cap on torch's intra-op threads")
+torch.set_num_threads(min(torch.get_num_threads(), MAX_THREADS))
 
 
 def row(label, *cells, w=40, cw=16):
@@ -94,11 +95,32 @@ value("saved_all_layers_gib", layers * largest_saved / GiB)
 h100_mib = fact("h100_sxm_memory_reported_mib", "h100_mib")   # what the device reports (nvidia-smi)
 h100_cuda_mib = fact("h100_sxm_memory_cuda_total_mib", "h100_cuda_mib")   # the CUDA runtime's total
 value("h100_smi_minus_cuda_mib", h100_mib - h100_cuda_mib)
-h100_bytes = h100_mib * 2**20
+h100_bytes = h100_cuda_mib * 2**20   # a process allocates from what the CUDA runtime reports, not nvidia-smi's figure
 h100_gb = value("h100_gb", h100_bytes / GB)
-sanity("all_layers_exceed_h100", layers * largest_saved > h100_bytes,
-       "one saved score tensor per layer exceeds an H100's memory", operands=(all_layers, h100_gb), relation="larger")
+value("h100_smi_gb", h100_mib * 2**20 / GB)
+sanity("all_layers_exceed_h100", layers * largest_saved > h100_mib * 2**20,
+       "one saved score tensor per layer exceeds an H100's memory, even nvidia-smi's larger figure",
+       operands=(all_layers, h100_mib * 2**20 / GB), relation="larger")
 value("all_layers_over_h100", all_layers / h100_gb)
+
+# The hooks list the softmax's output more than once (the batched product saves a view of it): on real
+# tensors, every saved (T, T) tensor shares one storage, so one per layer counts it once.
+small, views = 16, []
+qs, ks, vs = (torch.randn(1, 2, small, 8, requires_grad=True) for _ in range(3))
+
+
+def pack_real(t):
+    if t.shape[-2:] == (small, small):
+        views.append(t.untyped_storage().data_ptr())
+    return t
+
+
+with torch.autograd.graph.saved_tensors_hooks(pack_real, lambda t: t):
+    _ = (qs @ ks.transpose(-2, -1) / math.sqrt(8)).softmax(dim=-1) @ vs
+value("saved_square_listed", len(views))
+sanity("saved_views_share_storage", len(views) >= 2 and len(set(views)) == 1,
+       "the saved (T, T) tensors, listed more than once, are views of one storage",
+       operands=(len(set(views)), 1), relation="equal")
 print(f"\nSaved for the backward of the explicit route (bf16): {len(saved)} tensors")
 print(f"  {n_square} of shape (B, H, T, T), the largest {largest_saved:,} bytes")
 print(f"  one per layer, {layers} layers: {all_layers:.1f} GB, against the {h100_gb:.2f} GB an H100 reports")

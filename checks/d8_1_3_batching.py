@@ -2,19 +2,22 @@
 """8.1.3 — Batch shape and concurrency.
 
 First on a simulated clock (servebench.simulate: the real scheduler, each step costing what
-8.1.2's roofline says for an 8B-class model on an H100), so every number is exact: static against
+8.1.2's roofline says for an 8B-class model on an H100), each experiment over several request
+draws (seed k for draw k), every figure that depends on the draw the mean over the draws with its
+95% t interval: static against
 continuous batching, a closed-loop concurrency sweep, Poisson arrivals, chunked prefill against
 prefill-first, and admission by KV bytes with preemption. Then the static/continuous comparison
 on the real CPU-sized model, measured, with the conditions under which batching keeps every
 greedy token, and where that breaks.
 """
 
+import functools
 import statistics
 
 import matplotlib
 import torch
 
-from numbook.check import fact, figure, given, sanity, value
+from numbook.check import estimate, fact, figure, given, sanity, value
 from servebench import (
     ClosedLoop,
     DecoderLM,
@@ -71,18 +74,30 @@ sanity("reads_outweigh_arithmetic", terms.bytes_per_seq_s > terms.flops_per_seq_
 value("per_seq_ratio", terms.per_seq_ratio)
 kvb = value("kv_bytes_per_token", kv_bytes_per_token(cfg8, "bf16"))
 
-N_REQ = given("n_requests", 64)
+N_REQ = given("n_requests", 160)
+N_SEEDS = given("seeds", 5)
+SEEDS = range(N_SEEDS)  # repeat k draws its requests and its arrival times with seed k
 P_LO, P_HI = given("prompt_lo", 128), given("prompt_hi", 2048)
 O_LO, O_HI = given("out_lo", 16), given("out_hi", 256)
-SEED = given("request_seed", 3, nudge=0)   # a seed names a draw: --perturb does not nudge it
-SLO_TTFT, SLO_TPOT = given("slo_ttft_ms", 200), given("slo_tpot_ms", 7)
+SLO_TTFT, SLO_TPOT = given("slo_ttft_ms", 200), given("slo_tpot_ms", 7, nudge=0.07)  # 1% of an SLO in ms
 WARM = given("warmup_requests", 16)
 MAX_BATCH = given("max_batch", 8)
-reqs = make_requests(N_REQ, (P_LO, P_HI), (O_LO, O_HI), vocab=1000, seed=SEED)
-useful = sum(r.n_out - 1 for r in reqs)
-value("useful_rows", useful)
-value("mean_out", sum(r.n_out for r in reqs) / len(reqs))
-value("mean_prompt", sum(len(r.prompt) for r in reqs) / len(reqs))
+SIM = f"simulated on the roofline clock over {N_SEEDS} request draws"
+draws = {k: make_requests(N_REQ, (P_LO, P_HI), (O_LO, O_HI), vocab=1000, seed=k) for k in SEEDS}
+N_AFTER = N_REQ - WARM  # requests per draw that the latency percentiles rest on
+value("n_after_warmup", N_AFTER)
+value("n_pooled", N_AFTER * N_SEEDS)
+
+
+def est(name, per_seed, n, unit=None):
+    """The mean over the seeds of one figure per seed, with its 95% t interval."""
+    return estimate(name, list(per_seed), measured=SIM, n=n, unit=unit, repeated="seeds")
+
+
+useful = {k: sum(r.n_out - 1 for r in draws[k]) for k in SEEDS}
+est("useful_rows", useful.values(), n=N_REQ * N_SEEDS)
+est("mean_out", [statistics.mean(r.n_out for r in draws[k]) for k in SEEDS], n=N_REQ * N_SEEDS)
+est("mean_prompt", [statistics.mean(len(r.prompt) for r in draws[k]) for k in SEEDS], n=N_REQ * N_SEEDS)
 for t in (P_LO, P_HI):
     c = prefill_cost(cfg8, "bf16", prompt_len=t)
     value(f"prefill_{'lo' if t == P_LO else 'hi'}_ms", max(c.flops / PEAK, c.bytes / BW) / MS)
@@ -92,29 +107,47 @@ print(
     f"{terms.bytes_per_seq_s * 1e6:.1f} us of KV reads ({terms.per_seq_ratio:.4f} of the weights) "
     f"or {terms.flops_per_seq_s * 1e6:.1f} us of compute, whichever the step is bound by"
 )
-print(f"{N_REQ} requests: prompts {P_LO}..{P_HI}, outputs {O_LO}..{O_HI} tokens (seed {SEED})\n")
+print(f"{N_REQ} requests a draw, {N_SEEDS} draws (seeds {list(SEEDS)}): prompts {P_LO}..{P_HI}, outputs "
+      f"{O_LO}..{O_HI} tokens; every figure below is the mean over the draws\n")
 
 
-def score(trace, skip=WARM):
-    """Throughput over the whole run; latency over the requests after the warm-up."""
-    full = summarize(trace, ttft_slo=SLO_TTFT * MS, tpot_slo=SLO_TPOT * MS)
-    steady = summarize(m.after_warmup(trace, skip), ttft_slo=SLO_TTFT * MS, tpot_slo=SLO_TPOT * MS)
+def score(trace, window_skip):
+    """Latency over the requests after the warm-up; throughput and goodput over the steady-state window
+    (servebench.metrics.steady_window: from the arrival of request ``window_skip`` + 1 to the last arrival)."""
+    steady = summarize(m.after_warmup(trace, WARM), ttft_slo=SLO_TTFT * MS, tpot_slo=SLO_TPOT * MS)
+    t0, t1 = m.steady_window(trace, window_skip)
     return {
         **steady,
-        "request_throughput": full["request_throughput"],
-        "token_throughput": full["token_throughput"],
-        "goodput": full["goodput"],
-        "slo_attainment": full["slo_attainment"],
-        "n_output_tokens": full["n_output_tokens"],
+        "request_throughput": m.steady_throughput(trace, window_skip),
+        "whole_run_throughput": m.request_throughput(trace),
+        "token_throughput": m.steady_token_throughput(trace, window_skip),
+        "goodput": m.steady_goodput(trace, window_skip, SLO_TTFT * MS, SLO_TPOT * MS),
+        "in_window": sum(t0 <= r.finish <= t1 for r in trace),
+        "n_output_tokens": sum(r.n_out for r in trace),
     }
 
 
-def row(label, s, extra=None):
+def mean_of(runs, *path):
+    """The mean over seeds of one entry of each seed's score."""
+    out = []
+    for s in runs:
+        for p in path:
+            s = s[p]
+        out.append(s)
+    return statistics.mean(out), out
+
+
+def avg_of(runs, *path):
+    return mean_of(runs, *path)[0]
+
+
+def row(label, runs, extra=None):
+    g = functools.partial(avg_of, runs)
     print(
-        f"{label:<12}{s['request_throughput']:7.2f}{s['token_throughput']:8.0f}"
-        + "".join(f"{s['ttft'][p] / MS:8.1f}" for p in ("p50", "p95", "p99"))
-        + "".join(f"{s['tpot'][p] / MS:7.2f}" for p in ("p50", "p95", "p99"))
-        + f"{s['goodput']:8.2f}"
+        f"{label:<12}{g('request_throughput'):7.2f}{g('token_throughput'):8.0f}"
+        + "".join(f"{g('ttft', p) / MS:8.1f}" for p in ("p50", "p95", "p99"))
+        + "".join(f"{g('tpot', p) / MS:7.2f}" for p in ("p50", "p95", "p99"))
+        + f"{g('goodput'):8.2f}"
         + (f"{extra:10.2f}" if extra is not None else "")
     )
 
@@ -123,209 +156,276 @@ HEAD = (
     f"{'':<12}{'req/s':>7}{'tok/s':>8}{'TTFT p50':>9}{'p95':>7}{'p99':>8}"
     f"{'TPOT p50':>9}{'p95':>5}{'p99':>7}{'goodput':>8}"
 )
+LAT_N = N_AFTER * N_SEEDS  # TTFT and TPOT samples behind a pooled percentile: every request after the warm-up
+
+
+def record_latency(prefix, runs, keys=("ttft", "tpot"), ps=("p50", "p95", "p99")):
+    """One estimate per percentile, each with the samples it rests on (the distributions' own n)."""
+    out = {}
+    for key in keys:
+        for p in ps:
+            n = sum(s[key]["n"] for s in runs)
+            out[(key, p)] = est(f"{prefix}_{key}_{p}_ms", [s[key][p] / MS for s in runs], n=n, unit="ms")
+    return out
+
 
 # --- static against continuous, N = max_batch clients -------------------------------------------
 print(f"closed loop, {MAX_BATCH} clients, batch limit {MAX_BATCH}; latency after the first {WARM} requests (ms)")
 print(HEAD)
-res, rows_by_mode, steps_by_mode, traces_by_mode = {}, {}, {}, {}
+res, rows_by_mode, steps_by_mode, traces_by_mode, lat = {}, {}, {}, {}, {}
 for mode in ("static", "continuous"):
-    trace, cm = simulate(ClosedLoop(reqs, MAX_BATCH), mode=mode, max_batch=MAX_BATCH, cost=cost)
-    traces_by_mode[mode] = trace
-    s = res[mode] = score(trace)
-    rows = rows_by_mode[mode] = sum(cm.decode_batches)
-    steps_by_mode[mode] = len(cm.decode_batches)
-    row(mode, s)
-    value(f"{mode}_req_s", s["request_throughput"])
-    value(f"{mode}_tok_s", s["token_throughput"])
-    for p in ("p50", "p95", "p99"):
-        value(f"{mode}_ttft_{p}_ms", s["ttft"][p] / MS)
-        value(f"{mode}_tpot_{p}_ms", s["tpot"][p] / MS)
-    value(f"{mode}_rows", rows)
-    value(f"{mode}_mean_rows", rows / len(cm.decode_batches))
-    value(f"{mode}_mean_useful_batch", useful / len(cm.decode_batches))
-value("static_waste", 1 - useful / rows_by_mode["static"])
-value("cont_over_static_req", res["continuous"]["request_throughput"] / res["static"]["request_throughput"])
-value("static_over_cont_ttft", res["static"]["ttft"]["p50"] / res["continuous"]["ttft"]["p50"])
-sanity("all_tokens_delivered", all(res[k]["n_output_tokens"] == sum(r.n_out for r in reqs) for k in res),
+    res[mode], rows_by_mode[mode], steps_by_mode[mode], traces_by_mode[mode] = [], [], [], []
+    for k in SEEDS:
+        trace, cm = simulate(ClosedLoop(draws[k], MAX_BATCH), mode=mode, max_batch=MAX_BATCH, cost=cost)
+        traces_by_mode[mode].append(trace)
+        res[mode].append(score(trace, max(WARM, MAX_BATCH)))
+        rows_by_mode[mode].append(sum(cm.decode_batches))
+        steps_by_mode[mode].append(len(cm.decode_batches))
+    runs = res[mode]
+    row(mode, runs)
+    win_n = sum(s["in_window"] for s in runs)
+    est(f"{mode}_req_s", [s["request_throughput"] for s in runs], n=win_n, unit="req/s")
+    est(f"{mode}_tok_s", [s["token_throughput"] for s in runs], n=win_n, unit="tokens/s")
+    lat[mode] = record_latency(mode, runs)
+    est(f"{mode}_rows", rows_by_mode[mode], n=N_REQ * N_SEEDS)
+    est(f"{mode}_mean_rows", [r / st_ for r, st_ in zip(rows_by_mode[mode], steps_by_mode[mode], strict=True)],
+        n=sum(steps_by_mode[mode]))
+est("static_waste", [1 - useful[k] / rows_by_mode["static"][k] for k in SEEDS], n=N_REQ * N_SEEDS)
+cont_gain = est("cont_over_static_req", [c["request_throughput"] / s["request_throughput"]
+                                         for s, c in zip(res["static"], res["continuous"], strict=True)],
+                n=sum(s["in_window"] for s in res["continuous"]))
+ttft_drop = est("static_over_cont_ttft", [s["ttft"]["p50"] / c["ttft"]["p50"]
+                                          for s, c in zip(res["static"], res["continuous"], strict=True)], n=2 * LAT_N)
+sanity("all_tokens_delivered",
+       all(s["n_output_tokens"] == sum(r.n_out for r in draws[k]) for mode in res for k, s in zip(SEEDS, res[mode],
+                                                                                                  strict=True)),
        relation="larger")
 sanity(
     "static_computes_padding",
-    rows_by_mode["static"] > rows_by_mode["continuous"] == useful,
-    "static batching decodes rows for finished requests; continuous decodes only useful ones",
-    operands=(rows_by_mode["static"], rows_by_mode["continuous"]),
+    all(rows_by_mode["static"][k] > rows_by_mode["continuous"][k] == useful[k] for k in SEEDS),
+    "in every draw static batching decodes rows for finished requests; continuous decodes only useful ones",
+    operands=(statistics.mean(rows_by_mode["static"]), statistics.mean(rows_by_mode["continuous"])), relation="larger",
 )
 # What the steps' sizes alone add to continuous batching's TPOT, by the cost model: the difference in
 # mean rows per step times the most one row can cost (a decode row at the longest context this
-# workload reaches), against the TPOT gap the runs show.
+# workload reaches), against the TPOT gap the runs show; in every draw.
 LONGEST = P_HI + O_HI
 per_row_max = cost.step_s([LONGEST] * 2, []) - cost.step_s([LONGEST], [])
-size_gap = (rows_by_mode["continuous"] / steps_by_mode["continuous"]
-            - rows_by_mode["static"] / steps_by_mode["static"]) * per_row_max
-tpot_gap = res["continuous"]["tpot"]["p50"] - res["static"]["tpot"]["p50"]
+size_gaps, tpot_gaps = [], []
+for k in SEEDS:
+    size_gaps.append((rows_by_mode["continuous"][k] / steps_by_mode["continuous"][k]
+                      - rows_by_mode["static"][k] / steps_by_mode["static"][k]) * per_row_max)
+    tpot_gaps.append(res["continuous"][k]["tpot"]["p50"] - res["static"][k]["tpot"]["p50"])
 sanity(
     "not_the_step_size",
-    size_gap < 0.25 * tpot_gap,
-    "the steps' sizes account for less than a quarter of continuous batching's extra median TPOT",
-    operands=(size_gap, 0.25 * tpot_gap), relation=("smaller", "not"),
+    all(sg < 0.25 * tg for sg, tg in zip(size_gaps, tpot_gaps, strict=True)),
+    "in every draw the steps' sizes account for less than a quarter of continuous batching's extra median TPOT",
+    operands=(max(size_gaps), 0.25 * min(tpot_gaps)), relation=("smaller", "not"),
 )
-# the static TPOT tail is short requests: the quarter of requests (after the warm-up) with the highest
-# TPOT produced fewer tokens on average than the rest, over which a wait at the batch's start is spread
-by_tpot = sorted((r for r in m.after_warmup(traces_by_mode["static"], WARM) if m.tpot(r) is not None), key=m.tpot)
-top = by_tpot[-(len(by_tpot) // 4):]
-rest = by_tpot[: len(by_tpot) - len(top)]
+# the static TPOT tail is short requests: in every draw the quarter of requests (after the warm-up) with the
+# highest TPOT produced fewer tokens on average than the rest, over which a wait at the batch's start is spread
+tops, rests = [], []
+for trace in traces_by_mode["static"]:
+    by_tpot = sorted((r for r in m.after_warmup(trace, WARM) if m.tpot(r) is not None), key=m.tpot)
+    top = by_tpot[-(len(by_tpot) // 4):]
+    tops.append(statistics.mean(r.n_out for r in top))
+    rests.append(statistics.mean(r.n_out for r in by_tpot[: len(by_tpot) - len(top)]))
 sanity(
     "static_tail_is_short_requests",
-    statistics.mean(r.n_out for r in top) < statistics.mean(r.n_out for r in rest),
-    "the static run's highest-TPOT quarter of requests produced fewer tokens on average than the rest",
-    operands=(statistics.mean(r.n_out for r in top), statistics.mean(r.n_out for r in rest)),
-       relation=("largest", "smaller"),
+    all(t < r for t, r in zip(tops, rests, strict=True)),
+    "in every draw the static run's highest-TPOT quarter of requests produced fewer tokens on average than the rest",
+    operands=(max(tops), min(rests)), relation=("largest", "smaller"),
 )
 sanity(
     "continuous_ttft_lower",
-    res["static"]["ttft"]["p50"] > res["continuous"]["ttft"]["p50"],
-    operands=(res["static"]["ttft"]["p50"], res["continuous"]["ttft"]["p50"]), relation=("falls", "not"),
+    lat["static"]["ttft", "p50"].lo > lat["continuous"]["ttft", "p50"].hi and ttft_drop.lo > 1,
+    "the intervals of the two median TTFTs lie apart",
+    operands=(lat["static"]["ttft", "p50"].lo, lat["continuous"]["ttft", "p50"].hi), relation=("falls", "smaller"),
+)
+sanity(
+    "continuous_serves_more",
+    cont_gain.lo > 1,
+    "continuous batching serves more requests per second, over the whole interval of the ratio",
+    operands=(cont_gain.lo, 1.0), relation="larger",
 )
 sanity(
     "continuous_tpot_higher",
-    res["continuous"]["tpot"]["p50"] > res["static"]["tpot"]["p50"],
-    "continuous batching pays in median TPOT",
-    operands=(res["continuous"]["tpot"]["p50"], res["static"]["tpot"]["p50"]),
+    lat["continuous"]["tpot", "p50"].lo > lat["static"]["tpot", "p50"].hi,
+    "continuous batching pays in median TPOT: the intervals lie apart",
+    operands=(lat["continuous"]["tpot", "p50"].lo, lat["static"]["tpot", "p50"].hi), relation="larger",
 )
 
 # --- the concurrency sweep ------------------------------------------------------------------------
 SWEEP_BATCH = given("sweep_max_batch", 16)
 print(f"\nclosed loop, continuous batching, batch limit {SWEEP_BATCH}")
 print(HEAD + f"{'in flight':>10}")
-sweep, sweep_traces = {}, {}
+sweep, sweep_traces, sweep_est = {}, {}, {}
 NS = (1, 2, 4, 8, SWEEP_BATCH, 2 * SWEEP_BATCH)
 for n in NS:
-    trace, _ = simulate(ClosedLoop(reqs, n), mode="continuous", max_batch=SWEEP_BATCH, cost=cost)
-    s = sweep[n] = score(trace)
-    sweep_traces[n] = trace
-    in_flight = sum(m.e2e(r) for r in trace) / m.span(trace)  # time-average requests in the system
-    row(f"N={n}", s, in_flight)
+    runs, traces, flights = [], [], []
+    for k in SEEDS:
+        trace, _ = simulate(ClosedLoop(draws[k], n), mode="continuous", max_batch=SWEEP_BATCH, cost=cost)
+        traces.append(trace)
+        # a closed loop's first n requests all arrive at t = 0: the window starts after them and the warm-up
+        runs.append(score(trace, max(WARM, n)))
+        flights.append(sum(m.e2e(r) for r in trace) / m.span(trace))  # time-average requests in the system
+    sweep[n], sweep_traces[n] = runs, traces
+    row(f"N={n}", runs, statistics.mean(flights))
     key = "nhi" if n == 2 * SWEEP_BATCH else "nlim" if n == SWEEP_BATCH else f"n{n}"
-    for k, v in (
-        ("tok_s", s["token_throughput"]),
-        ("req_s", s["request_throughput"]),
-        ("tpot_p50_ms", s["tpot"]["p50"] / MS),
-        ("tpot_p95_ms", s["tpot"]["p95"] / MS),
-        ("ttft_p50_ms", s["ttft"]["p50"] / MS),
-        ("ttft_p95_ms", s["ttft"]["p95"] / MS),
-        ("ttft_p99_ms", s["ttft"]["p99"] / MS),
-        ("in_flight", in_flight),
-        ("goodput", s["goodput"]),
-        ("n", n),
-    ):
-        why = None
-        if k == "n" and n in (1, 2, 4, 8):
-            why = "a row of the table: the client counts it tabulates"
-        elif k == "in_flight" and n == 1:
-            why = "one client keeps exactly one request in the system, whatever the inputs"
-        value(f"{key}_{k}", v, fixed=why)
-best_n = value("best_goodput_n", max(sweep, key=lambda n: sweep[n]["goodput"]))
-gain = value("tok_gain_lim", sweep[SWEEP_BATCH]["token_throughput"] / sweep[1]["token_throughput"])
-tcost = value("tpot_cost_lim", sweep[SWEEP_BATCH]["tpot"]["p50"] / sweep[1]["tpot"]["p50"])
-sanity("gain_beats_cost", gain > tcost, "throughput grows faster than TPOT up to the limit", operands=(gain, tcost),
-       relation="grows")
-good_gain = sweep[SWEEP_BATCH]["goodput"] / sweep[1]["goodput"]
-sanity("goodput_lags", good_gain < gain, operands=(good_gain, gain), relation=("grows", "smaller"))
+    win_n = sum(s["in_window"] for s in runs)
+    e = sweep_est[n] = {
+        "tok_s": est(f"{key}_tok_s", [s["token_throughput"] for s in runs], n=win_n, unit="tokens/s"),
+        "req_s": est(f"{key}_req_s", [s["request_throughput"] for s in runs], n=win_n, unit="req/s"),
+        "goodput": est(f"{key}_goodput", [s["goodput"] for s in runs], n=win_n, unit="req/s"),
+    }
+    for (lk, p), v in record_latency(key, runs, keys=("ttft",)).items():
+        e[f"{lk}_{p}"] = v
+    for (lk, p), v in record_latency(key, runs, keys=("tpot",), ps=("p50", "p95")).items():
+        e[f"{lk}_{p}"] = v
+    if n == 1:
+        value("n1_in_flight", statistics.mean(flights),
+              fixed="one client keeps exactly one request in the system, whatever the inputs")
+    else:
+        e["in_flight"] = est(f"{key}_in_flight", flights, n=N_REQ * N_SEEDS)
+    value(f"{key}_n", n, fixed="a row of the table: the client counts it tabulates" if n in (1, 2, 4, 8) else None)
+best_n = value("best_goodput_n", max(sweep_est, key=lambda n: float(sweep_est[n]["goodput"])))
+gain = est("tok_gain_lim", [a["token_throughput"] / b["token_throughput"]
+                            for a, b in zip(sweep[SWEEP_BATCH], sweep[1], strict=True)], n=N_REQ * N_SEEDS)
+tcost = est("tpot_cost_lim", [a["tpot"]["p50"] / b["tpot"]["p50"] for a, b in zip(sweep[SWEEP_BATCH], sweep[1],
+                                                                                   strict=True)], n=2 * LAT_N)
+sanity("gain_beats_cost", gain.lo > tcost.hi, "throughput grows faster than TPOT up to the limit: the intervals lie "
+       "apart", operands=(gain.lo, tcost.hi), relation="grows")
+good_gain = [a["goodput"] / b["goodput"] for a, b in zip(sweep[SWEEP_BATCH], sweep[1], strict=True)]
+tok_gain = [a["token_throughput"] / b["token_throughput"] for a, b in zip(sweep[SWEEP_BATCH], sweep[1], strict=True)]
+sanity("goodput_lags", all(g < t for g, t in zip(good_gain, tok_gain, strict=True)),
+       "in every draw goodput grows less than throughput from one client to the limit",
+       operands=(max(g / t for g, t in zip(good_gain, tok_gain, strict=True)), 1.0), relation=("grows", "smaller"))
+sanity("tpot_p95_misses_at_limit", sweep_est[SWEEP_BATCH]["tpot_p95"].lo > SLO_TPOT,
+       "the TPOT p95 at the batch limit is above the objective over its whole interval",
+       operands=(sweep_est[SWEEP_BATCH]["tpot_p95"].lo, SLO_TPOT), relation="larger")
 hi = 2 * SWEEP_BATCH
+flat = [abs(a["token_throughput"] - b["token_throughput"]) / b["token_throughput"]
+        for a, b in zip(sweep[hi], sweep[SWEEP_BATCH], strict=True)]
 sanity(
     "throughput_flat_past_limit",
-    abs(sweep[hi]["token_throughput"] - sweep[SWEEP_BATCH]["token_throughput"])
-    < 0.02 * sweep[SWEEP_BATCH]["token_throughput"],
-    "clients beyond the batch limit only queue",
-    operands=(sweep[hi]["token_throughput"], sweep[SWEEP_BATCH]["token_throughput"]),
+    max(flat) < 0.05,
+    "clients beyond the batch limit only queue: in every draw the steady throughput moves by under 5%",
+    operands=(max(flat), 0.05),
 )
 sanity(
     "ttft_jumps_past_limit",
-    sweep[hi]["ttft"]["p50"] > 10 * sweep[SWEEP_BATCH]["ttft"]["p50"],
-    operands=(sweep[hi]["ttft"]["p50"], 10 * sweep[SWEEP_BATCH]["ttft"]["p50"]),
+    sweep_est[hi]["ttft_p50"].lo > 10 * sweep_est[SWEEP_BATCH]["ttft_p50"].hi,
+    operands=(sweep_est[hi]["ttft_p50"].lo, 10 * sweep_est[SWEEP_BATCH]["ttft_p50"].hi),
 )
+beyond = [n for n in NS if n > best_n]
 sanity(
-    "goodput_falls_past_limit",
-    sweep[hi]["goodput"] < sweep[best_n]["goodput"],
-    operands=(sweep[hi]["goodput"], sweep[best_n]["goodput"]), relation=("largest", "falls"),
+    "goodput_falls_past_best",
+    bool(beyond) and all(sweep_est[n]["goodput"].hi < sweep_est[best_n]["goodput"].lo for n in beyond),
+    "at every client count beyond the best, the goodput's interval lies below the best's",
+    operands=(max(sweep_est[n]["goodput"].hi for n in beyond), sweep_est[best_n]["goodput"].lo),
+    relation=("largest", "falls"),
 )
 queued = max(0, hi - SWEEP_BATCH)
 value("closed_queue_max", queued)
 
-# TTFT against prompt length, at the batch limit: requests sorted into prompt-length bins
-lim = m.after_warmup(sweep_traces[SWEEP_BATCH], WARM)
+# TTFT against prompt length, at the batch limit: requests sorted into prompt-length bins, a median per draw
+lim = [r for tr in sweep_traces[SWEEP_BATCH] for r in m.after_warmup(tr, WARM)]
 bins = [(P_LO, 700), (700, 1400), (1400, P_HI + 1)]
-ttft_by_len = []
-for lo, hi_ in bins:
-    t = [m.ttft(r) / MS for r in lim if lo <= r.prompt_len < hi_]
-    ttft_by_len.append(m.percentile(t, 50))
-short_ttft = value("ttft_short_ms", ttft_by_len[0])
-long_ttft = value("ttft_long_ms", ttft_by_len[-1])
-sanity("ttft_grows_with_prompt", long_ttft > short_ttft, operands=(long_ttft, short_ttft), relation="grows")
 
-# --- open loop: Poisson arrivals, realised rates --------------------------------------------------
-ARR_SEED = given("arrival_seed", 1, nudge=0)
+
+def ttft_bin(lo, hi_):
+    per = [[m.ttft(r) / MS for r in m.after_warmup(tr, WARM) if lo <= r.prompt_len < hi_]
+           for tr in sweep_traces[SWEEP_BATCH]]
+    return [m.percentile(t, 50) for t in per], sum(len(t) for t in per)
+
+
+short_ttft = est("ttft_short_ms", *ttft_bin(*bins[0]), unit="ms")
+long_ttft = est("ttft_long_ms", *ttft_bin(*bins[-1]), unit="ms")
+sanity("ttft_grows_with_prompt", long_ttft.lo > short_ttft.hi, operands=(long_ttft.lo, short_ttft.hi),
+       relation="grows")
+
+# --- capacity: the steady-state rate at the batch limit ----------------------------------------------
+capacity_k = [s["request_throughput"] for s in sweep[SWEEP_BATCH]]
+capacity = est("capacity_req_s", capacity_k, n=sum(s["in_window"] for s in sweep[SWEEP_BATCH]), unit="req/s")
+whole = est("capacity_whole_req_s", [s["whole_run_throughput"] for s in sweep[SWEEP_BATCH]], n=N_REQ * N_SEEDS,
+            unit="req/s")
+under = est("whole_run_short", [1 - s["whole_run_throughput"] / s["request_throughput"] for s in sweep[SWEEP_BATCH]],
+            n=N_REQ * N_SEEDS)
+sanity("whole_run_understates", under.lo > 0,
+       "over the whole run the rate is below the steady-state rate, over the whole interval of the shortfall",
+       operands=(under.lo, 0.0), relation="below")
+
+# --- open loop: Poisson arrivals ------------------------------------------------------------------
 RATES = (given("rate_a", 4, unit="req/s"), given("rate_b", 8, unit="req/s"), given("rate_c", 16, unit="req/s"),
          given("rate_d", 32, unit="req/s"))
-print(f"\nPoisson arrivals (seed {ARR_SEED}), continuous batching, batch limit {SWEEP_BATCH}")
+print(f"\nPoisson arrivals (seed k for draw k), continuous batching, batch limit {SWEEP_BATCH}")
 print(f"{'offered':>8}{'arrived':>8}{'served':>8}{'TTFT p99':>9}{'TPOT p99':>9}{'SLO met':>8}{'goodput':>8}")
-pois, pois_traces = {}, {}
-for k, rate in zip("abcd", RATES, strict=True):
-    trace, _ = simulate(
-        OpenLoop.poisson(reqs, rate, seed=ARR_SEED), mode="continuous", max_batch=SWEEP_BATCH, cost=cost
-    )
-    pois_traces[k] = trace
-    s = pois[k] = score(trace)
-    arrived = m.arrival_rate(trace)
-    print(
-        f"{rate:>8}{arrived:8.2f}{s['request_throughput']:8.2f}{s['ttft']['p99'] / MS:9.1f}{s['tpot']['p99'] / MS:9.2f}"
-        f"{s['slo_attainment']:8.0%}{s['goodput']:8.2f}"
-    )
-    value(f"r{k}_arrived", arrived)
-    value(f"r{k}_req_s", s["request_throughput"])
-    value(f"r{k}_ttft_p99_ms", s["ttft"]["p99"] / MS)
-    value(f"r{k}_tpot_p99_ms", s["tpot"]["p99"] / MS)
-    value(f"r{k}_attain", s["slo_attainment"], fixed=ALL_MET if s["slo_attainment"] == 1 else None)
-    value(f"r{k}_goodput", s["goodput"])
-value("arrived_short", 1 - pois["a"]["request_throughput"] / RATES[0])
-# served over the span from the first arrival to the last finish, the rate is below the arrival rate too
-sanity("served_lower_still", pois["a"]["request_throughput"] < m.arrival_rate(pois_traces["a"]) < RATES[0],
-       "the served rate is below the realised arrival rate, which is below the offered rate",
-       operands=(pois["a"]["request_throughput"], m.arrival_rate(pois_traces["a"])), relation=("smaller", "smallest"))
-draw = OpenLoop.poisson(reqs, RATES[0], seed=ARR_SEED)
-last = value("ra_last_arrival_s", draw.schedule[-1][1])
-value("ra_nominal_last_s", (N_REQ - 1) / RATES[0])
-sanity(
-    "draw_sparser",
-    last > (N_REQ - 1) / RATES[0],
-    "this draw's arrivals are sparser than the rate",
-    operands=(last, (N_REQ - 1) / RATES[0]), relation="not",
-)
-capacity = value("capacity_req_s", sweep[SWEEP_BATCH]["request_throughput"])
-sanity("overload_over_capacity", RATES[3] > capacity, operands=(RATES[3], capacity))
-# the queue grows for as long as the run lasts: the last quarter of arrivals waits far longer for its
-# first token than the first quarter
-by_arrival = sorted(pois_traces["d"], key=lambda r: r.arrival)
-quarter = len(by_arrival) // 4
-early = statistics.mean(m.ttft(r) for r in by_arrival[:quarter])
-late = statistics.mean(m.ttft(r) for r in by_arrival[-quarter:])
-sanity("overload_tail", late > 5 * early, "the last quarter's mean TTFT is over 5x the first quarter's",
-       operands=(late, 5 * early), relation=("falls", "grows"))
 
-# DistServe's goodput: the highest rate at which a target share of requests meets both SLOs
+
+def poisson_run(k, rate, mode="continuous", chunk=None):
+    tr, _ = simulate(OpenLoop.poisson(draws[k], rate, seed=k), mode=mode, max_batch=SWEEP_BATCH, cost=cost,
+                     chunk_tokens=chunk)
+    return tr
+
+
+pois, pois_traces, pois_est = {}, {}, {}
+for key, rate in zip("abcd", RATES, strict=True):
+    pois_traces[key] = [poisson_run(k, rate) for k in SEEDS]
+    runs = pois[key] = [score(tr, WARM) for tr in pois_traces[key]]
+    for s, tr in zip(runs, pois_traces[key], strict=True):
+        s["arrived"] = m.arrival_rate(tr)
+        s["attain"] = m.slo_attainment(m.after_warmup(tr, WARM), SLO_TTFT * MS, SLO_TPOT * MS)
+    g = functools.partial(avg_of, runs)
+    print(f"{rate:>8}{g('arrived'):8.2f}{g('request_throughput'):8.2f}{g('ttft', 'p99') / MS:9.1f}"
+          f"{g('tpot', 'p99') / MS:9.2f}{g('attain'):8.0%}{g('goodput'):8.2f}")
+    win_n = sum(s["in_window"] for s in runs)
+    e = pois_est[key] = {
+        "arrived": est(f"r{key}_arrived", [s["arrived"] for s in runs], n=N_REQ * N_SEEDS, unit="req/s"),
+        "req_s": est(f"r{key}_req_s", [s["request_throughput"] for s in runs], n=win_n, unit="req/s"),
+        "goodput": est(f"r{key}_goodput", [s["goodput"] for s in runs], n=win_n, unit="req/s"),
+    }
+    for (lk, p), v in record_latency(f"r{key}", runs, ps=("p99",)).items():
+        e[f"{lk}_{p}"] = v
+    if all(s["attain"] == 1 for s in runs):
+        value(f"r{key}_attain", 1.0, fixed=ALL_MET)
+    else:
+        e["attain"] = est(f"r{key}_attain", [s["attain"] for s in runs], n=LAT_N)
+sanity("overload_over_capacity", RATES[3] > capacity.hi, operands=(RATES[3], capacity.hi), relation="larger")
+# the queue grows for as long as the run lasts: in every draw the last quarter of arrivals waits far longer
+# for its first token than the first quarter
+late_over_early = []
+for tr in pois_traces["d"]:
+    by_arrival = sorted(tr, key=lambda r: r.arrival)
+    quarter = len(by_arrival) // 4
+    early = statistics.mean(m.ttft(r) for r in by_arrival[:quarter])
+    late = statistics.mean(m.ttft(r) for r in by_arrival[-quarter:])
+    late_over_early.append(late / early)
+sanity("overload_tail", min(late_over_early) > 5,
+       "in every draw the last quarter's mean TTFT is over 5x the first quarter's",
+       operands=(min(late_over_early), 5), relation=("falls", "grows", "larger"))
+
+# DistServe's goodput: the highest offered rate at which a target share of requests meets both SLOs, searched
+# per draw on a grid of rates up to that draw's capacity (servebench.metrics.goodput_search)
 TARGET = given("goodput_target", 0.9)
+GRID = given("goodput_grid", 32)
 
 
-def attainment(rate):
-    tr, _ = simulate(OpenLoop.poisson(reqs, rate, seed=ARR_SEED), mode="continuous", max_batch=SWEEP_BATCH, cost=cost)
-    return m.slo_attainment(tr, SLO_TTFT * MS, SLO_TPOT * MS)
+def attainment_for(k):
+    def attainment(rate):
+        return m.slo_attainment(m.after_warmup(poisson_run(k, rate), WARM), SLO_TTFT * MS, SLO_TPOT * MS)
+
+    return attainment
 
 
-lo_r, hi_r = 0.5, 4 * capacity
-for _ in range(14):
-    mid = (lo_r + hi_r) / 2
-    lo_r, hi_r = (mid, hi_r) if attainment(mid) >= TARGET else (lo_r, mid)
-dist = value("distserve_goodput", lo_r, unit="req/s")
-print(f"DistServe goodput (highest rate with {TARGET:.0%} of requests within both SLOs): {dist:.2f} req/s")
+dist_k = [m.goodput_search(attainment_for(k), capacity_k[i], TARGET, GRID) for i, k in enumerate(SEEDS)]
+dist = est("distserve_goodput", dist_k, n=LAT_N, unit="req/s")
+sanity("goodput_within_capacity", all(g <= c for g, c in zip(dist_k, capacity_k, strict=True)),
+       "in every draw the goodput is at most that draw's capacity", operands=(max(dist_k), max(capacity_k)),
+       relation="at most")
+sanity("goodput_below_capacity", dist.hi < capacity.lo, "the goodput's interval lies below the capacity's",
+       operands=(dist.hi, capacity.lo), relation="below")
+print(f"DistServe goodput (highest rate with {TARGET:.0%} of requests within both SLOs), per draw: "
+      + ", ".join(f"{g:.2f}" for g in dist_k) + f" req/s; mean {dist:.2f} ({dist.lo:.2f} to {dist.hi:.2f})")
 
 # --- chunked prefill against prefill-first --------------------------------------------------------
 CHUNK = given("chunk_tokens", 512)
@@ -334,62 +434,123 @@ print(
     f"\nPoisson {rate} req/s, batch limit {SWEEP_BATCH}: prefill-first against chunked prefill ({CHUNK} tokens a step)"
 )
 print(f"{'':<14}{'TTFT p50':>9}{'p99':>8}{'TPOT p50':>9}{'p95':>7}{'p99':>7}{'ITL max':>8}{'SLO met':>8}")
-ch = {}
+ch, ch_est = {}, {}
 for name, mode, ck in (("prefill_first", "continuous", None), ("chunked", "chunked", CHUNK)):
-    tr, _ = simulate(
-        OpenLoop.poisson(reqs, rate, seed=ARR_SEED), mode=mode, max_batch=SWEEP_BATCH, cost=cost, chunk_tokens=ck
-    )
-    s = ch[name] = score(tr)
+    runs = []
+    for k in SEEDS:
+        tr = poisson_run(k, rate, mode, ck)
+        s = score(tr, WARM)
+        s["attain"] = m.slo_attainment(m.after_warmup(tr, WARM), SLO_TTFT * MS, SLO_TPOT * MS)
+        runs.append(s)
+    ch[name] = runs
+    g = functools.partial(avg_of, runs)
     print(
-        f"{name:<14}{s['ttft']['p50'] / MS:9.1f}{s['ttft']['p99'] / MS:8.1f}{s['tpot']['p50'] / MS:9.2f}"
-        f"{s['tpot']['p95'] / MS:7.2f}{s['tpot']['p99'] / MS:7.2f}{s['itl']['max'] / MS:8.1f}{s['slo_attainment']:8.0%}"
+        f"{name:<14}{g('ttft', 'p50') / MS:9.1f}{g('ttft', 'p99') / MS:8.1f}{g('tpot', 'p50') / MS:9.2f}"
+        f"{g('tpot', 'p95') / MS:7.2f}{g('tpot', 'p99') / MS:7.2f}{g('itl', 'max') / MS:8.1f}{g('attain'):8.0%}"
     )
-    for k, v in (
-        ("ttft_p50_ms", s["ttft"]["p50"]),
-        ("ttft_p99_ms", s["ttft"]["p99"]),
-        ("tpot_p50_ms", s["tpot"]["p50"]),
-        ("tpot_p95_ms", s["tpot"]["p95"]),
-        ("tpot_p99_ms", s["tpot"]["p99"]),
-        ("itl_max_ms", s["itl"]["max"]),
-    ):
-        value(f"{name}_{k}", v / MS)
-    value(f"{name}_attain", s["slo_attainment"], fixed=ALL_MET if s["slo_attainment"] == 1 else None)
+    e = ch_est[name] = {f"{lk}_{p}": v for (lk, p), v in record_latency(name, runs).items()}
+    e["itl_max"] = est(f"{name}_itl_max_ms", [s["itl"]["max"] / MS for s in runs], n=sum(s["itl"]["n"] for s in runs),
+                       unit="ms")
+    if all(s["attain"] == 1 for s in runs):
+        value(f"{name}_attain", 1.0, fixed=ALL_MET)
+    else:
+        e["attain"] = est(f"{name}_attain", [s["attain"] for s in runs], n=LAT_N)
 sanity(
     "chunked_cuts_tpot_tail",
-    ch["chunked"]["tpot"]["p99"] < ch["prefill_first"]["tpot"]["p99"],
-    operands=(ch["chunked"]["tpot"]["p99"], ch["prefill_first"]["tpot"]["p99"]),
+    ch_est["chunked"]["tpot_p99"].hi < ch_est["prefill_first"]["tpot_p99"].lo,
+    operands=(ch_est["chunked"]["tpot_p99"].hi, ch_est["prefill_first"]["tpot_p99"].lo),
 )
 sanity(
     "chunked_cuts_itl_max",
-    ch["chunked"]["itl"]["max"] < ch["prefill_first"]["itl"]["max"],
-    operands=(ch["chunked"]["itl"]["max"], ch["prefill_first"]["itl"]["max"]),
+    ch_est["chunked"]["itl_max"].hi < ch_est["prefill_first"]["itl_max"].lo,
+    operands=(ch_est["chunked"]["itl_max"].hi, ch_est["prefill_first"]["itl_max"].lo),
 )
+# Where the TTFT gain comes from. (1) Capacity: the steady rate of a saturated server (closed loop at the batch
+# limit) under each scheduler. A chunked step mixes decode rows with prompt pieces, so the weights' read that
+# every step pays serves both; prefill-first runs prefills as steps of their own.
+cap_ch_k, cap_ch_n = [], 0
+for k in SEEDS:
+    tr, _ = simulate(ClosedLoop(draws[k], SWEEP_BATCH), mode="chunked", max_batch=SWEEP_BATCH, cost=cost,
+                     chunk_tokens=CHUNK)
+    s_ch = score(tr, max(WARM, SWEEP_BATCH))
+    cap_ch_k.append(s_ch["request_throughput"])
+    cap_ch_n += s_ch["in_window"]
+cap_ch = est("chunked_capacity_req_s", cap_ch_k, n=cap_ch_n, unit="req/s")
+cap_gain = est("chunked_capacity_gain", [c / p - 1 for c, p in zip(cap_ch_k, capacity_k, strict=True)],
+               n=N_REQ * N_SEEDS)
+sanity("chunked_raises_capacity", cap_ch.lo > capacity.hi, "chunked prefill's capacity lies above prefill-first's",
+       operands=(cap_ch.lo, capacity.hi), relation="above")
+est("load_share_prefill_first", [rate / c for c in capacity_k], n=N_REQ * N_SEEDS)
+est("load_share_chunked", [rate / c for c in cap_ch_k], n=N_REQ * N_SEEDS)
+# (2) Waiting behind whole prefills: at a light load, where queueing is rare and capacity does not bind, chunking
+# does not lower the median TTFT; it raises it, since a prompt's pieces share steps with the decode rows.
+light, light_per, light_n = {}, {}, {}
+for name, mode, ck in (("prefill_first", "continuous", None), ("chunked", "chunked", CHUNK)):
+    per = [summarize(m.after_warmup(poisson_run(k, RATES[0], mode, ck), WARM))["ttft"] for k in SEEDS]
+    light_per[name], light_n[name] = [d["p50"] / MS for d in per], sum(d["n"] for d in per)
+    light[name] = est(f"light_{name}_ttft_p50_ms", [d["p50"] / MS for d in per], n=sum(d["n"] for d in per),
+                      unit="ms")
+rise = est("light_ttft_rise_ms", [c - p for c, p in zip(light_per["chunked"], light_per["prefill_first"], strict=True)],
+           n=sum(light_n.values()), unit="ms")
+sanity("light_load_no_ttft_gain", rise.lo > 0,
+       "at the light load chunking raises the median TTFT: the interval of the paired difference lies above zero",
+       operands=(rise.lo, 0.0), relation="at least")
+print(f"capacity (steady state, closed loop at the batch limit): prefill-first {capacity:.2f} req/s, chunked "
+      f"{cap_ch:.2f} req/s; median TTFT at {RATES[0]} req/s: prefill-first {light['prefill_first']:.1f} ms, "
+      f"chunked {light['chunked']:.1f} ms")
 
 # --- the memory limit: admission by KV bytes, preemption by recompute --------------------------------
 MEM_GB = given("memory_gb", 18)
 FIX_P, FIX_O = given("fixed_prompt", 256), given("fixed_out", 768)
+KV_CLIENTS = given("kv_clients", 64)
 mem = MEM_GB * 10**9
 kv_budget = value("kv_budget_gb", (mem - weight_bytes(cfg8, "bf16")) / 1e9)
 value("weights_gb", weight_bytes(cfg8, "bf16") / 1e9)
 analytic = value("max_seqs", max_sequences(cfg8, "bf16", memory_bytes=mem, seq_len=FIX_P + FIX_O))
-fixed = make_requests(N_REQ, FIX_P, FIX_O, vocab=1000, seed=SEED)
-st = ServeStats()
-simulate(
-    ClosedLoop(fixed, N_REQ),
-    mode="continuous",
-    max_batch=N_REQ,
-    cost=cost,
-    kv_budget_bytes=int(kv_budget * 1e9),
-    stats=st,
-)
+
+
+def kv_run(seed, *, by_bytes):
+    """Closed loop of KV_CLIENTS clients, requests of fixed lengths: admitted by KV bytes (with preemption), or
+    by reserving every sequence's final length (a batch limit of max_sequences)."""
+    fixed = make_requests(N_REQ, FIX_P, FIX_O, vocab=1000, seed=seed)
+    st = ServeStats()
+    tr, cm = simulate(ClosedLoop(fixed, KV_CLIENTS), mode="continuous",
+                      max_batch=KV_CLIENTS if by_bytes else analytic, cost=cost,
+                      kv_budget_bytes=int(kv_budget * 1e9) if by_bytes else None, stats=st)
+    return tr, cm, st
+
+
+kv_tr, kv_cm, st = kv_run(0, by_bytes=True)
+res_tr, res_cm, res_st = kv_run(0, by_bytes=False)
+# with every length fixed the schedule does not depend on the draw: the token ids are all that a seed changes,
+# and the simulated clock does not read them
+other_tr, _, _ = kv_run(1, by_bytes=True)
+sanity("kv_schedule_fixed", [r.token_times for r in other_tr] == [r.token_times for r in kv_tr],
+       "another seed gives the same schedule, to the last timestamp")
 largest = value("kv_largest_batch", st.largest_batch)
+kv_mean = value("kv_mean_batch", statistics.mean(kv_cm.decode_batches))
+res_mean = value("res_mean_batch", statistics.mean(res_cm.decode_batches))
 value("kv_preemptions", st.preemptions)
 value("kv_positions", int(kv_budget * 1e9) // kvb)
+kv_s = summarize(m.after_warmup(kv_tr, WARM))
+res_s = summarize(m.after_warmup(res_tr, WARM))
+value("kv_tpot_n", kv_s["tpot"]["n"])
+kv_p99 = value("kv_tpot_p99_ms", kv_s["tpot"]["p99"] / MS)
+res_p99 = value("res_tpot_p99_ms", res_s["tpot"]["p99"] / MS)
+kv_stall = value("kv_longest_stall_s", kv_s["itl"]["max"])
+res_stall = value("res_longest_gap_ms", res_s["itl"]["max"] / MS)
+kv_rate = value("kv_req_s", m.steady_throughput(kv_tr, KV_CLIENTS))
+res_rate = value("res_req_s", m.steady_throughput(res_tr, KV_CLIENTS))
+value("kv_rate_gain", kv_rate / res_rate)
 print(
     f"\nmemory {MEM_GB} GB - weights {weight_bytes(cfg8, 'bf16') / 1e9:.2f} GB = {kv_budget:.2f} GB of KV "
     f"({int(kv_budget * 1e9) // kvb} positions of {kvb} B)\n"
-    f"requests of {FIX_P} + {FIX_O} tokens: max_sequences = {analytic}; admitted by KV bytes: largest batch "
-    f"{st.largest_batch}, {st.preemptions} preemptions by recompute, at most {st.most_kv_tokens} positions held"
+    f"{N_REQ} requests of {FIX_P} + {FIX_O} tokens, {KV_CLIENTS} clients: max_sequences = {analytic}\n"
+    f"admitted by KV bytes: largest batch {st.largest_batch}, mean {kv_mean:.1f} rows a decode step, "
+    f"{st.preemptions} preemptions by recompute, at most {st.most_kv_tokens} positions held; steady "
+    f"{kv_rate:.2f} req/s, TPOT p99 {kv_p99:.2f} ms (n = {kv_s['tpot']['n']}), longest gap {kv_stall:.2f} s\n"
+    f"reserved (batch limit {analytic}): mean {res_mean:.1f} rows, steady {res_rate:.2f} req/s, TPOT p99 "
+    f"{res_p99:.2f} ms, longest gap {res_stall:.1f} ms"
 )
 sanity(
     "bytes_admit_more",
@@ -397,7 +558,18 @@ sanity(
     "admission by current bytes runs a larger batch than full reservation",
     operands=(largest, analytic), relation="largest",
 )
+value("kv_mean_share", kv_mean / largest)
+sanity("peak_not_typical", kv_mean < largest / 2, "the mean batch is under half the largest",
+       operands=(kv_mean, largest), relation=("largest", "smaller"))
+sanity("bytes_batch_larger_on_average", kv_mean > res_mean, operands=(kv_mean, res_mean), relation="larger")
+sanity("bytes_serve_more", kv_rate > res_rate, operands=(kv_rate, res_rate), relation="larger")
 sanity("preempts", st.preemptions > 0, operands=(st.preemptions, 0))
+sanity("preemption_costs_tpot", kv_p99 > 2 * res_p99 and kv_p99 > SLO_TPOT,
+       "the TPOT p99 is more than twice the reserved run's, and over the objective",
+       operands=(kv_p99, 2 * res_p99), relation=("larger", "twice"))
+sanity("preemption_stalls", kv_stall * 1e3 > 20 * res_stall,
+       "the longest gap between two tokens is over twenty times the reserved run's",
+       operands=(kv_stall * 1e3, 20 * res_stall))
 sanity(
     "never_over_budget",
     st.most_kv_tokens <= int(kv_budget * 1e9) // kvb,
@@ -406,39 +578,42 @@ sanity(
 
 # --- figures ------------------------------------------------------------------------------------------
 fig, (a1, a2) = new_figure(2)
-xs = [sweep[n]["token_throughput"] for n in NS[:-1]]
-a1.plot(xs, [sweep[n]["tpot"]["p50"] / MS for n in NS[:-1]], "o-", label="TPOT p50")
-a1.plot(xs, [sweep[n]["tpot"]["p95"] / MS for n in NS[:-1]], "s--", label="TPOT p95")
+avg = lambda n, *p: mean_of(sweep[n], *p)[0]  # noqa: E731
+xs = [avg(n, "token_throughput") for n in NS[:-1]]
+a1.plot(xs, [avg(n, "tpot", "p50") / MS for n in NS[:-1]], "o-", label="TPOT p50")
+a1.plot(xs, [avg(n, "tpot", "p95") / MS for n in NS[:-1]], "s--", label="TPOT p95")
 for n, x in zip(NS[:-1], xs, strict=True):
     a1.annotate(
         f"N={n}",
-        (x, sweep[n]["tpot"]["p50"] / MS),
+        (x, avg(n, "tpot", "p50") / MS),
         textcoords="offset points",
         xytext=(0, 8),
         ha="center",
         fontsize=9,
         color="#8a8f98",
     )
-a1.set(xlabel="output tokens/s", ylabel="ms", title="Throughput against time per token")
+a1.set(xlabel="output tokens/s (steady state)", ylabel="ms", title="Throughput against time per token")
 a1.legend()
-a2.plot([n for n in NS], [sweep[n]["ttft"]["p50"] / MS for n in NS], "o-", label="TTFT p50")
-a2.plot([n for n in NS], [sweep[n]["ttft"]["p95"] / MS for n in NS], "s--", label="TTFT p95")
+a2.plot(list(NS), [avg(n, "ttft", "p50") / MS for n in NS], "o-", label="TTFT p50")
+a2.plot(list(NS), [avg(n, "ttft", "p95") / MS for n in NS], "s--", label="TTFT p95")
 a2.set(xscale="log", yscale="log", xlabel="clients N", ylabel="ms", title="TTFT against concurrency")
 a2.set_xticks(list(NS), [str(n) for n in NS])
 a2.legend()
 figure(
     "sweep",
     finish(fig),
-    "Simulated clock, continuous batching, batch limit as stated: throughput against "
-    "median and 95th-percentile TPOT (one mark per client count), and TTFT against the client count.",
+    "Simulated clock, continuous batching, batch limit as stated, each point the mean over the request draws: "
+    "steady-state throughput against median and 95th-percentile TPOT (one mark per client count), and TTFT "
+    "against the client count.",
 )
 fig, (b1, b2) = new_figure(2)
-b1.scatter([r.prompt_len for r in lim], [m.ttft(r) / MS for r in lim], s=14)
+b1.scatter([r.prompt_len for r in lim], [m.ttft(r) / MS for r in lim], s=6)
 b1.set(xlabel="prompt tokens", ylabel="TTFT, ms", title="TTFT against prompt length")
 labels = ["prefill first", "chunked"]
 for i, key in enumerate(("p50", "p95", "p99")):
     b2.bar(
-        [j + 0.27 * (i - 1) for j in range(2)], [ch[n]["tpot"][key] / MS for n in ch], width=0.27, label=f"TPOT {key}"
+        [j + 0.27 * (i - 1) for j in range(2)], [mean_of(ch[n], "tpot", key)[0] / MS for n in ch], width=0.27,
+        label=f"TPOT {key}"
     )
 b2.set_xticks([0, 1], labels)
 b2.set(ylabel="ms", title="Chunked prefill and the TPOT tail")
@@ -446,8 +621,9 @@ b2.legend()
 figure(
     "ttft_and_chunking",
     finish(fig),
-    "Left: TTFT of every request after the warm-up against its prompt length, "
-    "at the batch limit. Right: TPOT percentiles under Poisson load, prefill-first against chunked prefill.",
+    "Left: TTFT of every request after the warm-up against its prompt length, at the batch limit, all draws "
+    "pooled. Right: TPOT percentiles under Poisson load, prefill-first against chunked prefill, means over the "
+    "draws.",
 )
 
 # --- measured: the real model on this machine -------------------------------------------------------
@@ -457,17 +633,24 @@ N_REAL = given("measured_n", 24)
 SEED_REAL = given("measured_seed", 11)
 real = make_requests(N_REAL, pc.prompt_len, pc.output_len, vocab=pc.model.vocab, seed=SEED_REAL)
 serve(model, ClosedLoop(real[:4], 4), mode="continuous")  # warm-up
-measured = {}
-print(f"\nmeasured: preset 'cpu' model on this machine, {len(real)} requests, {MAX_BATCH} clients")
-for mode in ("static", "continuous"):
-    trace = serve(model, ClosedLoop(real, MAX_BATCH), mode=mode, max_batch=MAX_BATCH)
-    s = measured[mode] = (summarize(trace), trace)
-    print(
-        f"{mode:<11} {s[0]['request_throughput']:6.2f} req/s  TTFT p50 {s[0]['ttft']['p50'] / MS:7.1f} ms  "
-        f"TPOT p50 {s[0]['tpot']['p50'] / MS:6.2f} ms"
-    )
-value("measured_ttft_ratio", measured["static"][0]["ttft"]["p50"] / measured["continuous"][0]["ttft"]["p50"],
-      measured="served and timed on this machine")
+RUNS = given("measured_runs", 5)
+measured, ratios = {}, []
+print(f"\nmeasured: preset 'cpu' model on this machine, {len(real)} requests, {MAX_BATCH} clients, {RUNS} runs")
+for run in range(RUNS):
+    this = {}
+    for mode in ("static", "continuous"):
+        trace = serve(model, ClosedLoop(real, MAX_BATCH), mode=mode, max_batch=MAX_BATCH)
+        this[mode] = (summarize(trace), trace)
+        print(
+            f"run {run} {mode:<11} {this[mode][0]['request_throughput']:6.2f} req/s  TTFT p50 "
+            f"{this[mode][0]['ttft']['p50'] / MS:7.1f} ms  TPOT p50 {this[mode][0]['tpot']['p50'] / MS:6.2f} ms"
+        )
+    ratios.append(this["static"][0]["ttft"]["p50"] / this["continuous"][0]["ttft"]["p50"])
+    measured = measured or this  # the first run's traces: their tokens are compared below
+ratio = estimate("measured_ttft_ratio", ratios, measured="served and timed on this machine", n=RUNS * len(real),
+                 repeated="runs")
+print(f"static over continuous median TTFT, per run: {', '.join(f'{r:.2f}' for r in ratios)}; "
+      f"mean {ratio:.2f} ({ratio.lo:.2f} to {ratio.hi:.2f})")
 alone = [generate(model, spec.prompt, spec.n_out) for spec in real]
 same = sum(list(r.tokens) == a for mode in measured for r, a in zip(measured[mode][1], alone, strict=True))
 value("same_tokens", same)

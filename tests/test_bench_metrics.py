@@ -206,3 +206,54 @@ def test_trace_round_trip_and_validation() -> None:
         RequestTrace(0, 1, 0.5, (), 0.4)
     with pytest.raises(ValueError, match="tokens"):
         RequestTrace(0, 1, 0.0, (0.1,), 0.1, tokens=(1, 2))
+
+
+# Closed-loop-like trace: r0, r1 arrive at 0 (the warm-up), r2..r5 at 1, 2, 3, 4; finishes below.
+STEADY = [
+    req(0, 0.0, (0.5, 1.0)),
+    req(1, 0.0, (0.5, 2.0)),
+    req(2, 1.0, (1.5, 3.0)),
+    req(3, 2.0, (2.5, 3.5)),
+    req(4, 3.0, (3.5, 4.0)),
+    req(5, 4.0, (4.5, 6.0)),  # finishes in the drain, after the last arrival
+]
+
+
+def test_steady_window_excludes_warmup_and_drain() -> None:
+    assert m.steady_window(STEADY, 2) == (1.0, 4.0)
+    # finishes in [1, 4]: r0 (1.0), r1 (2.0), r2 (3.0), r3 (3.5), r4 (4.0); r5 at 6.0 is drain
+    assert m.steady_throughput(STEADY, 2) == approx(5 / 3)
+    # the whole-run rate is lower: 6 requests over a span of 6 s
+    assert m.request_throughput(STEADY) == approx(1.0)
+    # tokens emitted in [1, 4]: 1.0, 2.0, 1.5, 3.0, 2.5, 3.5, 3.5, 4.0 -> 8
+    assert m.steady_token_throughput(STEADY, 2) == approx(8 / 3)
+    # TTFT <= 0.5 for all; TPOT <= 1.0: r1 (1.5) and r2 (1.5) and r5 (1.5) miss
+    assert m.steady_goodput(STEADY, 2, 0.5, 1.0) == approx(3 / 3)
+
+
+def test_steady_window_needs_a_window() -> None:
+    with pytest.raises(ValueError, match="no window"):
+        m.steady_window(STEADY, 5)
+    with pytest.raises(ValueError, match="spans no time"):
+        m.steady_window([req(0, 0.0, (1.0,)), req(1, 0.0, (2.0,))], 0)
+    with pytest.raises(ValueError, match="skip"):
+        m.steady_window(STEADY, -1)
+
+
+def test_goodput_search_is_capped_and_monotone() -> None:
+    # attainment falls with rate, with a spurious recovery above 7: the scan stops at the first miss
+    def att(rate: float) -> float:
+        return 1.0 if rate <= 6.0 or rate > 7.5 else 0.5
+
+    assert m.goodput_search(att, 10.0, 0.9, steps=10) == approx(6.0)
+    # everything meets the target: the answer is the capacity itself, never above it
+    assert m.goodput_search(lambda r: 1.0, 10.0, 0.9, steps=10) == approx(10.0)
+    # the lowest grid rate already misses
+    assert m.goodput_search(lambda r: 0.0, 10.0, 0.9, steps=10) == 0.0
+    tried: list[float] = []
+    m.goodput_search(lambda r: tried.append(r) or 1.0, 4.0, 0.5, steps=4)
+    assert tried == approx([1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(ValueError):
+        m.goodput_search(att, 0.0, 0.9)
+    with pytest.raises(ValueError):
+        m.goodput_search(att, 1.0, 1.5)

@@ -17,6 +17,13 @@ Conventions of this book (each function restates its own):
 - **Goodput** = requests meeting both SLOs / span. A request meets them when it produced at
   least one token, TTFT <= the TTFT SLO, and TPOT <= the TPOT SLO; with one output token the
   TPOT SLO holds vacuously. An empty request never meets them.
+- **Steady-state throughput** counts only what happens inside a window that leaves out the
+  ramp-up and the drain: from the arrival of the first request after the warm-up to the last
+  arrival (see :func:`steady_window`). A whole-run throughput divides by a span that includes
+  the start (an empty or filling server) and the drain (the last requests finishing with no new
+  ones behind them), and so understates what the server sustains.
+- **DistServe goodput** is the highest offered rate at which a target share of requests meets
+  both SLOs; :func:`goodput_search` finds it on a grid up to a measured capacity.
 - **Percentiles** come in two methods: nearest rank (the smallest value with at least q% of the
   values at or below it: the ceil(q/100 * n)-th smallest) and linear interpolation between
   closest ranks (numpy's default ``'linear'``: position (n - 1) * q / 100).
@@ -25,7 +32,7 @@ Conventions of this book (each function restates its own):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import Literal
 
@@ -50,6 +57,11 @@ __all__ = [
     "defined",
     "after_warmup",
     "arrival_rate",
+    "steady_window",
+    "steady_throughput",
+    "steady_token_throughput",
+    "steady_goodput",
+    "goodput_search",
 ]
 
 Method = Literal["nearest", "linear", "loadgen"]
@@ -220,3 +232,70 @@ def arrival_rate(trace: Trace) -> float:
     if len(arrivals) < 2 or arrivals[-1] <= arrivals[0]:
         raise ValueError("an arrival rate needs two requests at different times")
     return (len(arrivals) - 1) / (arrivals[-1] - arrivals[0])
+
+
+def steady_window(trace: Trace, skip: int) -> tuple[float, float]:
+    """The steady-state window (t0, t1): t0 is the arrival of the first request after the warm-up
+    (the ``skip + 1``-th to arrive, ties by request id), t1 the last arrival.
+
+    Before t0 the server is filling (the warm-up); after t1 no request arrives and the server
+    drains. In a closed loop every client starts at t = 0, so ``skip`` should be at least the
+    number of clients, or t0 falls inside the start-up burst. Raises ``ValueError`` when the
+    window is empty (``skip`` leaves fewer than two requests, or they arrive at the same time).
+    """
+    if skip < 0:
+        raise ValueError(f"skip must be >= 0, got {skip}")
+    arrivals = sorted(r.arrival for r in trace)
+    if skip >= len(arrivals) - 1:
+        raise ValueError(f"a warm-up of {skip} leaves no window in a trace of {len(arrivals)} requests")
+    t0, t1 = arrivals[skip], arrivals[-1]
+    if t1 <= t0:
+        raise ValueError("the steady-state window spans no time: every request after the warm-up arrives at once")
+    return t0, t1
+
+
+def steady_throughput(trace: Trace, skip: int) -> float:
+    """Requests per second in the steady state: requests that finish inside :func:`steady_window`
+    (t0 <= finish <= t1), over its length t1 - t0."""
+    t0, t1 = steady_window(trace, skip)
+    return sum(t0 <= r.finish <= t1 for r in trace) / (t1 - t0)
+
+
+def steady_token_throughput(trace: Trace, skip: int) -> float:
+    """Output tokens per second in the steady state: tokens emitted inside :func:`steady_window`
+    (t0 <= token time <= t1), over its length."""
+    t0, t1 = steady_window(trace, skip)
+    return sum(t0 <= t <= t1 for r in trace for t in r.token_times) / (t1 - t0)
+
+
+def steady_goodput(trace: Trace, skip: int, ttft_slo: float, tpot_slo: float) -> float:
+    """Requests per second that finish inside :func:`steady_window` and meet both SLOs, over its length."""
+    t0, t1 = steady_window(trace, skip)
+    return sum(t0 <= r.finish <= t1 and meets_slo(r, ttft_slo, tpot_slo) for r in trace) / (t1 - t0)
+
+
+def goodput_search(attainment: Callable[[float], float], capacity: float, target: float, steps: int = 32) -> float:
+    """DistServe's goodput: the highest offered rate at which a share ``target`` of requests meets both SLOs.
+
+    ``attainment(rate)`` serves the load at ``rate`` and returns the share of requests that met both
+    SLOs. The rates tried are the grid ``capacity * k / steps`` for k = 1 .. ``steps``, in ascending
+    order; the answer is the highest grid rate such that it *and every lower grid rate* reach
+    ``target`` (the scan stops at the first rate that misses), or 0.0 when the lowest misses. It
+    never exceeds ``capacity`` (pass a measured one, such as :func:`steady_throughput` at
+    saturation), does not depend on a starting range, and a rate above a miss that happens to reach
+    the target again (attainment need not fall monotonically with one draw) cannot raise it. Its
+    resolution is ``capacity / steps``.
+    """
+    if not capacity > 0:
+        raise ValueError(f"capacity must be positive, got {capacity}")
+    if not 0 < target <= 1:
+        raise ValueError(f"target is a share in (0, 1], got {target}")
+    if steps < 1:
+        raise ValueError(f"steps must be positive, got {steps}")
+    best = 0.0
+    for k in range(1, steps + 1):
+        rate = capacity * k / steps
+        if attainment(rate) < target:
+            break
+        best = rate
+    return best

@@ -698,3 +698,31 @@ def test_a_check_that_failed_on_a_missing_module_runs_again_when_the_module_appe
     assert Runner(root, cache_dir=".cache").result("a.py").cached
     (root / "checks/_helper.py").write_text("K = 1\n", encoding="utf-8")
     assert Runner(root, cache_dir=".cache").result("a.py").values == {"k": 1}
+
+
+THROUGH_A_HELPER = """\
+from numbook.check import estimate, sanity, value
+
+def rec(name, x):
+    value(name, x, fixed="a property of the layout")
+
+def main():
+    rec("first", 1)
+    rec('second', 2)
+    name = "built"
+    rec(name, 3)
+    estimate("ms", [1.0, 1.2, 1.1, 1.3, 1.0], measured="wall time", n=5, unit="ms")
+    sanity("positive", True)
+
+main()
+"""
+
+
+def test_a_value_recorded_through_a_helper_is_located_at_the_line_that_names_it(tmp_path: Path) -> None:
+    """The line an error or ``numbook run`` names is the call site that spells the value's name, not the helper's
+    line every value would share; a name the check builds at run time falls back to the innermost line."""
+    root = project(tmp_path, rec=THROUGH_A_HELPER)
+    res = Runner(root, cache_dir=None).result("rec.py")
+    assert res.status == "ok", res.stderr
+    assert (res.lines["first"], res.lines["second"], res.lines["built"]) == (7, 8, 4)
+    assert (res.lines["ms"], res.lines["positive"]) == (11, 12)

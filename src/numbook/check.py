@@ -95,9 +95,26 @@ class MeasurementError(LookupError):
     """A replayed check asked for a measurement its frozen file does not hold."""
 
 
-def _caller_line(depth: int = 2) -> int:
-    """The line of the check that called the API function ``depth - 1`` frames up."""
-    return sys._getframe(depth).f_lineno
+def _caller_line(depth: int = 2, name: str | None = None) -> int:
+    """The line of the check that called the API function ``depth - 1`` frames up.
+
+    A check that records through a helper of its own (``def rec(name, x): value(name, x, ...)``) would get the
+    helper's line for every value; with ``name``, the frames of the same file are walked outwards from that call
+    and the first line that spells the name in quotes is taken (the call site ``rec("gain", x)``), else the
+    innermost one.
+    """
+    import linecache
+
+    frame = sys._getframe(depth)
+    if name is None:
+        return frame.f_lineno
+    file, spelled = frame.f_code.co_filename, (f'"{name}"', f"'{name}'")
+    f: Any = frame
+    while f is not None and f.f_code.co_filename == file:
+        if any(s in linecache.getline(file, f.f_lineno) for s in spelled):
+            return int(f.f_lineno)
+        f = f.f_back
+    return frame.f_lineno
 
 
 def _plain(x: Any) -> Any:
@@ -123,7 +140,7 @@ def _register(kind: str, name: str, x: Any) -> None:
         if name in _state[other]:
             raise ValueError(f"{kind} name {name!r} is recorded twice")
     _state[kind][name] = _plain(x)
-    _state["lines"][name] = _caller_line(3)   # _register <- given/value <- the check
+    _state["lines"][name] = _caller_line(3, name)   # _register <- given/value <- the check
 
 
 def _dtype(x: Any) -> str | None:
@@ -244,7 +261,7 @@ def fact(key: str, name: str, *, unit: str | None = None, nudge: float | None = 
                         "outside names its source (spec sheet, paper or config file, with its version) and the "
                         "date it was read")
     x = given(name, entry["value"], unit=unit, nudge=nudge)
-    _state["lines"][name] = _caller_line(2)
+    _state["lines"][name] = _caller_line(2, name)
     _state["facts"][name] = {"key": key, "source": str(entry["source"]), "read": str(entry["read"])}
     return x
 
@@ -482,7 +499,7 @@ def estimate(name: str, per_repeat: Iterable[Any], *, measured: str, n: int, uni
     kind = _kind(float(level), method, len(xs), str(repeated).strip(), resamples, seed)
     value(name, point, unit=unit, measured=measured, n=n, repeats=len(xs), repeated=repeated, interval=(lo, hi),
           interval_kind=kind)
-    _state["lines"][name] = _caller_line(2)
+    _state["lines"][name] = _caller_line(2, name)
     return Estimate(point, lo, hi, n, len(xs), kind)
 
 
@@ -512,7 +529,7 @@ def sanity(name: str, condition: Any, message: str = "", *, operands: tuple[Any,
             raise ValueError(f"sanity {name!r}: relation must be a non-empty text or a tuple of them, not {relation!r}")
         entry["relation"] = list(rels)
     _state["sanity"][name] = entry
-    _state["lines"][name] = _caller_line()
+    _state["lines"][name] = _caller_line(2, name)
     if not ok:
         raise SanityError(f"sanity '{name}' failed" + (f": {message}" if message else ""))
 
@@ -585,7 +602,7 @@ def figure(name: str, fig: Any, caption: str) -> None:
     buf = io.StringIO()
     fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
     _state["figures"][name] = {"caption": caption, "svg": buf.getvalue()}
-    _state["lines"][name] = _caller_line()
+    _state["lines"][name] = _caller_line(2, name)
     try:
         import matplotlib.pyplot as plt
 

@@ -104,11 +104,12 @@ value("layers_odd_part", l_odd)
 value("embed_head_two_power", e_two)
 value("embed_head_odd_part", e_odd)
 value("quarter_gib_two_power", two_power(Q)[0], fixed="a quarter GiB is 2^28 bytes by definition")
-sanity("vocab_breaks_round", mat_bytes % Q != 0 and eh_bytes % Q != 0 and layer_bytes % Q == 0
-       and l_odd > 1 and l_two >= 28 > e_two and e_two == v_two + two_power(2 * d)[0]
+q_two = two_power(Q)[0]
+sanity("vocab_breaks_round", mat_bytes % Q != 0 and eh_bytes % Q != 0 and e_two < q_two
+       and (layer_bytes % Q == 0) == (l_two >= q_two) and e_two == v_two + two_power(2 * d)[0]
        and mat_bytes == eh_bytes + layer_bytes,
-       "the layers' bytes, an odd factor times 2^28 or more, are whole quarter GiB; the embedding and head's"
-       " 2 V d bytes carry fewer twos, because V does, and are not",
+       "whole quarter GiB is a matter of the power of two (2^28 divides the bytes); the embedding and head's"
+       " 2 V d bytes carry fewer twos than that, because V does, and are not whole quarter GiB",
        operands=(e_two, l_two), relation=("not", "smaller"))
 value("weights_gb", w_bytes / GB)
 value("weights_gib", w_bytes / GiB)

@@ -232,17 +232,19 @@ sanity("shard_closed_form", k1 == math.ceil(opt_state / (cap - replicated)) and 
 # -- the driver's few MiB: the answers at the lowest and the highest CUDA total found ---------------------
 def answers(mib):
     c = mib * MiB
-    return (pers3 > c, round(pers3 / c, 2), math.ceil(opt_state / (c - replicated)), math.ceil((replicated + opt_state) / c))
+    return (pers3 > c, math.ceil(opt_state / (c - replicated)), math.ceil((replicated + opt_state) / c))
 
 
 here = answers(mem_mib)
+value("l3_over_h100_low", pers3 / (mem_lo * MiB))         # the ratio at both ends, for the page to show
+value("l3_over_h100_high", pers3 / (mem_hi * MiB))
 value("driver_below_mib", mem_mib - mem_lo, unit="MiB")                 # how far the lowest total found lies below the one used
 value("driver_above_mib", mem_hi - mem_mib, unit="MiB")                 # and the highest above it
 # the counts only grow with the capacity, so equal answers at both ends mean no flip in between; they are
 # the answers at the figure used whenever it lies in the range (a perturbed figure may lie outside it)
 ends = [answers(m) for m in (mem_lo, mem_hi)]
 sanity("driver_range_same", ends[0] == ends[1] and (ends[0] == here or not mem_lo <= mem_mib <= mem_hi),
-       "at the lowest and the highest CUDA total found, the state still does not fit one GPU, its ratio to the"
-       " capacity rounds to the same two decimals, and the GPU counts are the same", operands=(ends, here),
+       "at the lowest and the highest CUDA total found, the state still does not fit one GPU, and the GPU"
+       " counts are the same", operands=(ends, here),
        relation="not")
 print(f"At {mem_lo:,} and {mem_hi:,} MiB: {ends[0]}, {ends[1]} (does not fit, ratio, GPUs opt-sharded, all sharded)")

@@ -106,7 +106,9 @@ gap256 = value("approx_gap_b256", (sizes[-1] - 1) / 2 - W[-1])
 gaps = {b: abs((b - 1) / 2 - w) for b, w in zip(sizes, W, strict=True) if b > 1}
 gaps_se = {b: g / (b / math.sqrt(12 * n_req)) for b, g in gaps.items()}
 value("approx_gap_se_b256", gaps_se[sizes[-1]])
-widest_se = value("approx_widest_se_b", max(gaps_se, key=gaps_se.get))
+widest_se = value("approx_widest_se_b", max(gaps_se, key=gaps_se.get),
+                  fixed="an element of the list of block sizes in Given, the one the data pick; a small nudge of an"
+                  " input does not change which")
 value("approx_widest_se", gaps_se[widest_se])
 sanity("widest_gap_slots", max(gaps, key=gaps.get) == sizes[-1] and max(gaps_se.values()) < 4,
        "in slots the gap is widest at the largest block; in standard errors every gap is under four",

@@ -53,7 +53,12 @@ H = fact("llama3_70b_heads", "H", nudge=64)           # nudged to 128: still a m
 Hkv = fact("llama3_70b_kv_heads", "Hkv", nudge=8)     # nudged to 16: still divides H
 f = fact("llama3_70b_intermediate", "f")
 mem_gb = fact("h100_sxm_memory_gb", "mem_gb")               # the datasheet's figure, in GB
-mem_mib = fact("h100_sxm_memory_reported_mib", "mem_mib")   # what the device reports, in MiB (nvidia-smi)
+# what a program can allocate from: the total the CUDA runtime reports (cudaMemGetInfo, torch.cuda.mem_get_info)
+mem_mib = fact("h100_sxm_memory_cuda_total_mib", "mem_mib")
+smi_mib = fact("h100_sxm_memory_reported_mib", "smi_mib")   # nvidia-smi's (NVML's) total, which is larger
+# the CUDA runtime's total moves with the driver by a few MiB: the lowest and highest found
+mem_lo = fact("h100_sxm_memory_cuda_total_low_mib", "mem_mib_low", unit="MiB")
+mem_hi = fact("h100_sxm_memory_cuda_total_high_mib", "mem_mib_high", unit="MiB")
 T = given("T", 8192)                                  # tokens of context per sequence
 Dh = d // H
 
@@ -70,24 +75,42 @@ closed = 2 * V * d + L * (2 * d * H * Dh + 2 * d * Hkv * Dh + 3 * d * f + 2 * d)
 sanity("params_closed_form", closed == n_params, "the count from the matrix list equals the closed form",
        operands=(n_params, closed), relation="equal")
 value("weights_bytes", w_bytes)
-# why the weights' GiB figure is not round: the matrices alone are not, and the vocabulary is why
+# why the weights' GiB figure is not round: the matrices alone are not, and the vocabulary is why.
+# A byte count is a whole number of quarter GiB when 2^28 divides it, whatever its odd factor.
 Q = GiB // 4                                          # a quarter GiB: a GiB figure with at most two decimals
+
+
+def two_power(x):
+    """The exponent of the largest power of two that divides x, and the odd factor left."""
+    k = 0
+    while x % 2 ** (k + 1) == 0:
+        k += 1
+    return k, x // 2**k
+
+
 mat_bytes = value("matrix_bytes", sum(torch.empty(s, dtype=fp8, **meta).nbytes for s in matrices))
 value("matrix_gib", mat_bytes / GiB)
 eh_bytes = torch.empty(V, d, dtype=fp8, **meta).nbytes + torch.empty(V, d, dtype=fp8, **meta).nbytes
 value("embed_head_mib", eh_bytes / MiB)
 layer_bytes = sum(torch.empty(s, dtype=fp8, **meta).nbytes for s in per_layer) * L
 value("layers_gib", layer_bytes / GiB)
-v_two = 0
-while V % 2 ** (v_two + 1) == 0:
-    v_two += 1
-v_odd = value("vocab_odd_part", V // 2**v_two)
+v_two, v_odd = two_power(V)
+value("vocab_odd_part", v_odd)
 value("vocab_two_power", v_two)
-sanity("vocab_breaks_round", mat_bytes % Q != 0 and eh_bytes % Q != 0 and v_odd % 5 != 0 and v_odd > 1
+l_two, l_odd = two_power(layer_bytes)
+e_two, e_odd = two_power(eh_bytes)
+value("layers_two_power", l_two)
+value("layers_odd_part", l_odd)
+value("embed_head_two_power", e_two)
+value("embed_head_odd_part", e_odd)
+value("quarter_gib_two_power", two_power(Q)[0], fixed="a quarter GiB is 2^28 bytes by definition")
+q_two = two_power(Q)[0]
+sanity("vocab_breaks_round", mat_bytes % Q != 0 and eh_bytes % Q != 0 and e_two < q_two
+       and (layer_bytes % Q == 0) == (l_two >= q_two) and e_two == v_two + two_power(2 * d)[0]
        and mat_bytes == eh_bytes + layer_bytes,
-       "the matrices' bytes are no whole number of quarter GiB, nor are the embedding and head's 2 V d bytes,"
-       " whose vocabulary factor has an odd part other than a power of five",
-       operands=(mat_bytes / GiB, eh_bytes / GiB), relation="not")
+       "whole quarter GiB is a matter of the power of two (2^28 divides the bytes); the embedding and head's"
+       " 2 V d bytes carry fewer twos than that, because V does, and are not whole quarter GiB",
+       operands=(e_two, l_two), relation=("not", "smaller"))
 value("weights_gb", w_bytes / GB)
 value("weights_gib", w_bytes / GiB)
 
@@ -155,7 +178,7 @@ over_rep = value("used_one_more_gb", (w_bytes + (b_rep + 1) * seq) / GB)
 value("seqs_lost_ds", b_rep - b_ds)
 value("seqs_lost_mb", b_rep - b_mb)
 
-print(f"\nAn H100 reports {mem_mib:,} MiB; its datasheet says {mem_gb} GB. Each read two ways")
+print(f"\nAn H100's CUDA runtime reports {mem_mib:,} MiB; its datasheet says {mem_gb} GB. Each read two ways")
 row("", "capacity bytes", "free", "sequences", w=36, cw=18)
 row(f"{mem_mib:,} MiB (as reported)", f"{cap_rep:,}", f"{free_rep:.2f} GB", b_rep, w=36, cw=18)
 row(f"{mem_mib:,} MB (MiB misread)", f"{cap_rep_mb:,}", f"{free_mb:.2f} GB", b_mb, w=36, cw=18)
@@ -173,6 +196,14 @@ sanity("reported_decides", w_bytes + b_rep * seq <= cap_rep < w_bytes + (b_rep +
 sanity("readings_disagree", b_ds < b_rep and b_mb < b_rep,
        "the datasheet's GB read as written, and the reported MiB misread as MB, plan fewer sequences than fit",
        operands=((b_ds, b_mb), b_rep), relation="smaller")
+# nvidia-smi's larger total, read as MiB: more than a program can allocate
+cap_smi = smi_mib * MiB
+b_smi = value("seqs_fit_smi", most_sequences(cap_smi))
+value("smi_minus_cuda_mib", smi_mib - mem_mib)
+value("free_smi_gb", (cap_smi - w_bytes) / GB)
+sanity("smi_above_cuda", cap_smi > cap_rep and b_smi >= b_rep,
+       "nvidia-smi's total is larger than the CUDA runtime's and plans at least as many sequences",
+       operands=(cap_smi, cap_rep), relation=("larger", "at least"))
 sanity("weights_fit_both", w_bytes < min(cap_rep_mb, cap_ds), "the weights alone fit under every reading",
        operands=(w_bytes, min(cap_rep_mb, cap_ds)))
 
@@ -188,3 +219,22 @@ sanity("v_more_short", v_rep >= 2 * b_rep and v_ds < v_rep and v_mb < v_rep,
        operands=(v_rep, 2 * b_rep), relation=("at least", "twice", "smaller"))
 print(f"\nVariation: T = {T2:,}: {seq2 / GB:.3f} GB per sequence; fit {v_rep} (reported),"
       f" {v_mb} (MiB misread as MB), {v_ds} (datasheet GB)")
+
+
+# -- the driver's few MiB: every count above at the lowest and the highest CUDA total found ----------------
+def counts(mib):
+    c, c_mb = mib * MiB, mib * MB
+    return (math.floor((c - w_bytes) / seq), math.floor((c_mb - w_bytes) / seq),
+            math.floor((c - w_bytes) / seq2), math.floor((c_mb - w_bytes) / seq2))
+
+
+here = (b_rep, b_mb, v_rep, v_mb)
+value("driver_below_mib", mem_mib - mem_lo, unit="MiB")                 # how far the lowest total found lies below the one used
+value("driver_above_mib", mem_hi - mem_mib, unit="MiB")                 # and the highest above it
+# the counts only grow with the capacity, so equal answers at both ends mean no flip in between; they are
+# the answers at the figure used whenever it lies in the range (a perturbed figure may lie outside it)
+ends = [counts(m) for m in (mem_lo, mem_hi)]
+sanity("driver_range_same", ends[0] == ends[1] and (ends[0] == here or not mem_lo <= mem_mib <= mem_hi),
+       "at the lowest and the highest CUDA total found, every count of sequences is the same",
+       operands=(ends, here))
+print(f"At {mem_lo:,} and {mem_hi:,} MiB: {ends[0]}, {ends[1]} (fit, MiB misread as MB; the same at T2)")

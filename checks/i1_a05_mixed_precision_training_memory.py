@@ -166,8 +166,12 @@ H3 = fact("llama3_8b_heads", "H3", nudge=32)          # nudged to 64: still a mu
 Hkv3 = fact("llama3_8b_kv_heads", "Hkv3", nudge=8)    # nudged to 16: still divides H3
 f3 = fact("llama3_8b_intermediate", "f3")
 # GPU counts are steps of the capacity: a 1 MiB nudge crosses no step of the fully sharded count, so the
-# nudge is close to a third of the memory (81,559 -> 56,559 MiB, 59.3 GB), which moves both counts
-mem_mib = fact("h100_sxm_memory_reported_mib", "mem_mib", nudge=-25000)   # what the device reports
+# nudge is close to a third of the memory (81,089 -> 56,089 MiB, 58.8 GB), which moves both counts.
+# The capacity is the total the CUDA runtime reports (torch.cuda.mem_get_info): what a program allocates from
+mem_mib = fact("h100_sxm_memory_cuda_total_mib", "mem_mib", nudge=-25000)
+# the CUDA runtime's total moves with the driver by a few MiB: the lowest and highest found
+mem_lo = fact("h100_sxm_memory_cuda_total_low_mib", "mem_mib_low", unit="MiB")
+mem_hi = fact("h100_sxm_memory_cuda_total_high_mib", "mem_mib_high", unit="MiB")
 mem_gb = fact("h100_sxm_memory_gb", "mem_gb")                              # the datasheet's figure
 cap = mem_mib * MiB
 value("cap_gb", cap / GB)
@@ -214,7 +218,7 @@ one_fewer = value("per_gpu_opt_one_fewer_gb", (replicated + opt_state / (k1 - 1)
 value("per_gpu_all_sharded_gb", (replicated + opt_state) / k3 / GB)
 # the same sharding planned with the datasheet's GB as the capacity
 k1_ds = value("gpus_opt_sharded_ds", fewest_gpus(lambda k: replicated + opt_state / k, cap_ds))
-print(f"\nVariation: GPUs needed, of {mem_mib:,} MiB (reported) and of {mem_gb} GB (datasheet)")
+print(f"\nVariation: GPUs needed, of {mem_mib:,} MiB (CUDA runtime) and of {mem_gb} GB (datasheet)")
 row("optimizer state sharded, weights and grads replicated", k1, k1_ds, w=56, cw=6)
 row("everything sharded", k3, fewest_gpus(lambda k: (replicated + opt_state) / k, cap_ds), w=56, cw=6)
 sanity("shard_closed_form", k1 == math.ceil(opt_state / (cap - replicated)) and k3 == math.ceil((replicated + opt_state)
@@ -223,3 +227,24 @@ sanity("shard_closed_form", k1 == math.ceil(opt_state / (cap - replicated)) and 
        "would not fit",
        operands=((k1, k3), (math.ceil(opt_state / (cap - replicated)), math.ceil((replicated + opt_state) / cap))),
        relation=("smaller", "not", "larger"))
+
+
+# -- the driver's few MiB: the answers at the lowest and the highest CUDA total found ---------------------
+def answers(mib):
+    c = mib * MiB
+    return (pers3 > c, math.ceil(opt_state / (c - replicated)), math.ceil((replicated + opt_state) / c))
+
+
+here = answers(mem_mib)
+value("l3_over_h100_low", pers3 / (mem_lo * MiB))         # the ratio at both ends, for the page to show
+value("l3_over_h100_high", pers3 / (mem_hi * MiB))
+value("driver_below_mib", mem_mib - mem_lo, unit="MiB")                 # how far the lowest total found lies below the one used
+value("driver_above_mib", mem_hi - mem_mib, unit="MiB")                 # and the highest above it
+# the counts only grow with the capacity, so equal answers at both ends mean no flip in between; they are
+# the answers at the figure used whenever it lies in the range (a perturbed figure may lie outside it)
+ends = [answers(m) for m in (mem_lo, mem_hi)]
+sanity("driver_range_same", ends[0] == ends[1] and (ends[0] == here or not mem_lo <= mem_mib <= mem_hi),
+       "at the lowest and the highest CUDA total found, the state still does not fit one GPU, and the GPU"
+       " counts are the same", operands=(ends, here),
+       relation="not")
+print(f"At {mem_lo:,} and {mem_hi:,} MiB: {ends[0]}, {ends[1]} (does not fit, ratio, GPUs opt-sharded, all sharded)")

@@ -148,6 +148,7 @@ sizes = [n_long // 4**k for k in range(n_lengths - 1, -1, -1)]
 print("\nfp32 sums of n uniform [0, 1) values: relative error against math.fsum, RMS over seeds")
 row("n", "naive", "pairwise", "np.sum", "torch.sum", "(n-1) u", "log2(n) u", w=10, cw=11)
 table = {}
+per_seed = {}                                              # n -> each method's error for each seed
 check_loop = None
 for n in sizes:
     errs = {"naive": [], "pairwise": [], "np": [], "torch": [], "f64": []}
@@ -165,6 +166,7 @@ for n in sizes:
             errs[k].append(abs(float(val) - exact) / exact)
     rms = {k: math.sqrt(sum(e * e for e in v) / len(v)) for k, v in errs.items()}
     table[n] = rms
+    per_seed[n] = errs
     row(f"{n:,}", *(f"{rms[k]:.2e}" for k in ("naive", "pairwise", "np", "torch")),
         f"{(n - 1) * u:.1e}", f"{math.ceil(math.log2(n)) * u:.1e}", w=10, cw=11)
 
@@ -181,6 +183,14 @@ value("naive_bound", (n_long - 1) * u)
 value("pair_bound", math.ceil(math.log2(n_long)) * u)
 value("n_small", sizes[0])
 value("naive_over_pair", top["naive"] / top["pairwise"])
+# the ratios of RMS errors depend on the draw: the same ratio for each seed alone, at the largest n
+seed_ratio = [a / b for a, b in zip(per_seed[sizes[-1]]["naive"], per_seed[sizes[-1]]["pairwise"], strict=True)]
+value("naive_over_pair_seed_min", min(seed_ratio))
+value("naive_over_pair_seed_max", max(seed_ratio))
+print(f"  naive / pairwise at n = {sizes[-1]:,}, seed by seed: {min(seed_ratio):.0f} to {max(seed_ratio):.0f}")
+sanity("ratio_depends_on_seed", min(seed_ratio) < top["naive"] / top["pairwise"] < max(seed_ratio),
+       "the ratio of RMS errors lies inside the range of the seeds' own ratios, which differ from seed to seed",
+       operands=(min(seed_ratio), max(seed_ratio)), relation="differs")
 growth = value("naive_growth", top["naive"] / bottom["naive"])
 size_ratio = value("size_ratio", sizes[-1] / sizes[0])
 slope = value("naive_slope", math.log(growth) / math.log(size_ratio))
@@ -253,7 +263,8 @@ sanity("torch_strided_accurate", srms["torch"] < srms["np"] / 10,
 
 # compensated (Kahan) summation: the lost low part of each add is carried in c
 n_kahan = sizes[len(sizes) // 2]
-xk = np.random.default_rng(0).random(n_kahan, dtype=np.float32)
+kahan_seed = given("kahan_seed", 0, nudge=0)              # one vector, not an RMS over the seeds
+xk = np.random.default_rng(kahan_seed).random(n_kahan, dtype=np.float32)
 exact_k = math.fsum(xk.astype(np.float64).tolist())
 s_k, c_k = np.float32(0), np.float32(0)
 for v in xk.tolist():
@@ -288,6 +299,10 @@ value("const_naive_err", naive_c, dtype="float32")
 value("const_pair_err", pair_c, dtype="float32")
 value("const_naive_sum", float(np.cumsum(c, dtype=np.float32)[-1]), dtype="float32")
 value("const_exact", exact_c)
+value("const_fp32", float(np.float32(const)))               # the value fp32 actually stores
+sanity("const_exact_is_fp32_times_n", exact_c == float(np.float32(const)) * n_long and exact_c != const * n_long,
+       "the exact sum is n times the stored fp32 value, not n times the decimal", operands=(exact_c, const * n_long),
+       relation="not")
 print(f"\nVariation: fp16 sum of {step_var} stalls at {stall_v:,.0f};"
       f" {n_long:,} copies of {const} in fp32: naive {naive_c:.2e}, pairwise {pair_c:.2e}")
 sanity("const_naive_systematic", naive_c > 10 * top["naive"] and naive_c < (n_long - 1) * u,

@@ -82,7 +82,10 @@ T = fact("llama3_8b_context", "T")
 MEM_MIB = fact("h100_sxm_memory_reported_mib", "memory_mib")   # what the device reports (nvidia-smi)
 MEM_CUDA_MIB = fact("h100_sxm_memory_cuda_total_mib", "memory_cuda_mib")   # the CUDA runtime's total
 value("smi_minus_cuda_mib", MEM_MIB - MEM_CUDA_MIB)
-MEM = MEM_MIB * MiB
+MEM = MEM_CUDA_MIB * MiB     # a program allocates from the CUDA runtime's total, not from nvidia-smi's
+# the CUDA runtime's total moves with the driver by a few MiB: the lowest and highest found
+MEM_LO_MIB = fact("h100_sxm_memory_cuda_total_low_mib", "memory_cuda_mib_low", unit="MiB")
+MEM_HI_MIB = fact("h100_sxm_memory_cuda_total_high_mib", "memory_cuda_mib_high", unit="MiB")
 MEM_GB = fact("h100_sxm_memory_gb", "memory_gb")                # the datasheet's figure
 RESERVE = given("reserve", 0.10)
 DH = D // H
@@ -126,7 +129,7 @@ value("reported_gb", MEM / GB)
 value("budget_gb", budget / GB)
 value("reserve_gb", MEM * RESERVE / GB)
 value("free_gb", free / GB)
-print(f"\nmemory {MEM_MIB:,} MiB = {MEM / GB:.2f} GB, reserve {RESERVE:.0%}: budget {budget / GB:.2f} GB; "
+print(f"\nmemory {MEM_CUDA_MIB:,} MiB = {MEM / GB:.2f} GB, reserve {RESERVE:.0%}: budget {budget / GB:.2f} GB; "
       f"after the weights {free / GB:.2f} GB for the cache")
 
 cfg = ModelConfig(layers=L, d_model=D, heads=H, kv_heads=HKV, vocab=V, max_seq=T, ff_dim=3 * INTER // 2)
@@ -215,3 +218,23 @@ sanity("tokens_one_budget", cap_tokens - T < b16 * T <= cap_tokens and cap_token
        "sequence of each length", operands=(b_half * T2, b16 * T), relation=("differs", "smaller"))
 print(f"\nVariation, T = {T2:,} in bf16: largest B = {b_half} ({b_half * T2:,} tokens held,"
       f" against {b16 * T:,} at T = {T:,})")
+
+
+# -- the driver's few MiB: every batch above at the lowest and the highest CUDA total found --------------------
+def batches(mib):
+    m = mib * MiB
+    f = int(m * (1 - RESERVE)) - W
+    return (tuple(largest_batch(f, T, res[n]["kvb"]) for n in DTYPES), largest_batch(f, T2, res["bf16"]["kvb"]),
+            tuple(largest_batch(m - W, T, res[n]["kvb"]) for n in DTYPES))
+
+
+here = ((b16, b8), b_half, (res["bf16"]["no_res"], res["fp8"]["no_res"]))
+value("driver_below_mib", MEM_CUDA_MIB - MEM_LO_MIB, unit="MiB")                 # how far the lowest total found lies below the one used
+value("driver_above_mib", MEM_HI_MIB - MEM_CUDA_MIB, unit="MiB")                 # and the highest above it
+# the counts only grow with the capacity, so equal answers at both ends mean no flip in between; they are
+# the answers at the figure used whenever it lies in the range (a perturbed figure may lie outside it)
+ends = [batches(m) for m in (MEM_LO_MIB, MEM_HI_MIB)]
+sanity("driver_range_same", ends[0] == ends[1] and (ends[0] == here or not MEM_LO_MIB <= MEM_CUDA_MIB <= MEM_HI_MIB),
+       "at the lowest and the highest CUDA total found, every largest batch is the same",
+       operands=(ends, here))
+print(f"At {MEM_LO_MIB:,} and {MEM_HI_MIB:,} MiB: {ends[0]}, {ends[1]} (bf16, fp8; half context; no reserve)")

@@ -75,6 +75,9 @@ max_seq = fact("llama3_8b_context", "max_seq")
 gpu_mib = fact("h100_sxm_memory_cuda_total_mib", "gpu_mib")
 smi_mib = fact("h100_sxm_memory_reported_mib", "smi_mib")
 util = fact("vllm_default_gpu_memory_utilization", "util")
+# the CUDA runtime's total moves with the driver by a few MiB: the lowest and highest found
+gpu_lo = fact("h100_sxm_memory_cuda_total_low_mib", "gpu_mib_low", unit="MiB")
+gpu_hi = fact("h100_sxm_memory_cuda_total_high_mib", "gpu_mib_high", unit="MiB")
 cfg = ModelConfig(layers=layers, d_model=d, heads=heads, kv_heads=kv_heads, vocab=vocab, max_seq=max_seq)
 DT = "bf16"
 
@@ -267,6 +270,23 @@ row("wasted slots per sequence (mean)", f"{contig_waste_tok:,.1f}", f"{waste_mea
 row("wasted slots per sequence (max)", f"{max_seq - n.min():,}", f"{max(alloc_waste)}")
 row("paged / contiguous sequences", f"{gain:.2f}x")
 row("max_seq / mean(b x ceil(n/b))", f"{approx:.2f}x")
+
+# the answers at both ends of the drivers' range of the CUDA total: the same counts
+def counts(mib):
+    p = int(util * mib * MiB) - w_bytes
+    nb = p // block_bytes
+    return p // reserve, int(np.searchsorted(np.cumsum(need), nb, side="right"))
+
+
+value("driver_below_mib", gpu_mib - gpu_lo, unit="MiB")                 # how far the lowest total found lies below the one used
+value("driver_above_mib", gpu_hi - gpu_mib, unit="MiB")                 # and the highest above it
+# the counts only grow with the capacity, so equal answers at both ends mean no flip in between; they are
+# the answers at the figure used whenever it lies in the range (a perturbed figure may lie outside it)
+ends = [counts(m) for m in (gpu_lo, gpu_hi)]
+sanity("driver_range_same", ends[0] == ends[1] and (ends[0] == (fits_contig, fits_paged) or not gpu_lo <= gpu_mib <= gpu_hi),
+       "at the lowest and the highest CUDA total found, both schemes hold the same numbers of sequences",
+       operands=(ends, (fits_contig, fits_paged)))
+print(f"\nAt {gpu_lo:,} and {gpu_hi:,} MiB: (contiguous, blocks) = {ends[0]}, {ends[1]}")
 
 # -- Variation: a longer configured context; longer sequences -------------------------------------
 max_seq2 = given("max_seq2", 32_768)

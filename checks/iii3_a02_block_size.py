@@ -102,6 +102,22 @@ sanity("waste_grows", all(a < b for a, b in itertools.pairwise(W)), "empty slots
 sanity("entries_fall", all(a > b for a, b in itertools.pairwise(E)), "table entries fall with b",
        operands=(E[0], E[-1]), relation="falls")
 gap256 = value("approx_gap_b256", (sizes[-1] - 1) / 2 - W[-1])
+# the gap to (b - 1) / 2 in slots, and in standard errors of a uniform remainder, b / sqrt(12 N)
+gaps = {b: abs((b - 1) / 2 - w) for b, w in zip(sizes, W, strict=True) if b > 1}
+gaps_se = {b: g / (b / math.sqrt(12 * n_req)) for b, g in gaps.items()}
+value("approx_gap_se_b256", gaps_se[sizes[-1]])
+widest_se = value("approx_widest_se_b", max(gaps_se, key=gaps_se.get),
+                  fixed="an element of the list of block sizes in Given, the one the data pick; a small nudge of an"
+                  " input does not change which")
+value("approx_widest_se", gaps_se[widest_se])
+sanity("widest_gap_slots", max(gaps, key=gaps.get) == sizes[-1] and max(gaps_se.values()) < 4,
+       "in slots the gap is widest at the largest block; in standard errors every gap is under four",
+       operands=(gaps[sizes[-1]], max(gaps.values())), relation="largest")
+sanity("widest_gap_se", all(gaps_se[widest_se] >= g for g in gaps_se.values()),
+       "measured in standard errors, the gap is largest at the block size found", operands=(gaps_se[widest_se],
+       max(gaps_se.values())), relation="largest")
+print("gap to (b - 1) / 2, slots and standard errors: "
+      + ", ".join(f"b = {b}: {gaps[b]:.2f} ({gaps_se[b]:.2f} SE)" for b in gaps))
 
 # -- Step 3: the best block size for a cost c per entry, and where it moves --------------------------
 J = [w + c * e for w, e in zip(W, E, strict=True)]

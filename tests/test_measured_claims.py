@@ -249,4 +249,10 @@ def test_a_point_interval_shows_the_point_and_grouped_digits_stay_grouped() -> N
                       measured={"ratio": "profiled", "bytes": "profiled"}, uncertainty={"ratio": point, "bytes": big})
     md = markdown.Markdown(extensions=[NumbookExtension(context=CTX, results=Fixed(lambda name: res))])
     html = md.convert("At least [[2×|ratio]] the scores, [[134,217,728|bytes]] bytes.")
-    assert "95% CI 2.125–2.125×)" in html and "95% CI 134,217,728–134,217,728 bytes)" in html
+    assert "(n = 5, 5 runs, the same in each: 2.125×)" in html
+    assert "(n = 5, 5 runs, the same in each: 134,217,728 bytes)" in html
+    # in a table cell: the point alone, not an interval from it to itself
+    table = markdown.Markdown(extensions=[NumbookExtension(context=CTX, results=Fixed(lambda name: res)), "tables"])
+    cell = table.convert("| ratio |\n|---|\n| [[2×|ratio]] |\n")
+    assert '<span class="nb-ci nb-ci-cell" title="n = 5, 5 runs; 95% t interval over 5 runs: 2.125 to 2.125, n = 5">' \
+           "(2.125×)</span>" in cell

@@ -726,3 +726,17 @@ def test_a_value_recorded_through_a_helper_is_located_at_the_line_that_names_it(
     assert res.status == "ok", res.stderr
     assert (res.lines["first"], res.lines["second"], res.lines["built"]) == (7, 8, 4)
     assert (res.lines["ms"], res.lines["positive"]) == (11, 12)
+
+
+def test_a_value_recorded_by_a_helper_module_beside_the_check_is_located_at_the_checks_call(tmp_path: Path) -> None:
+    """A shared helper in the checks folder (``checks/_shared.py``) records values and a sanity for the check that
+    calls it: their lines are the check's line that called into it, never a line of the helper's file."""
+    shared = ("from numbook.check import sanity, value\n\n\n"
+              "def record(x):\n"
+              "    value('from_helper', x)\n"
+              "    sanity('helper_ok', x > 0)\n")
+    root = project(tmp_path, a="from _shared import record\nfrom numbook.check import value\n\n"
+                               "value('own', 1)\n\n\nrecord(2)\n", _shared=shared)
+    res = Runner(root, cache_dir=None).result("a.py")
+    assert res.status == "ok", res.stderr
+    assert (res.lines["own"], res.lines["from_helper"], res.lines["helper_ok"]) == (4, 7, 7)

@@ -87,6 +87,26 @@ def test_prune_removes_every_entry_no_check_of_this_build_keyed(tmp_path: Path) 
     assert Runner(root, cache_dir=".nothing-here").prune() == 0 and Runner(root, cache_dir=None).prune() == 0
 
 
+def test_prune_keeps_a_current_nudged_run_and_what_another_process_writes_meanwhile(tmp_path: Path) -> None:
+    """A plain build never computes a nudged run's key, yet ``verify --perturb`` asks for it again: its entry stays
+    while its check is unchanged, and goes once the check is edited. An entry written after the build began (a
+    ``--perturb`` running beside it) is not the build's to prune."""
+    root = project(tmp_path, a=CHECK)
+    nudged = Runner(root, cache_dir=".cache").result("a.py", perturb="n")
+    entry = root / ".cache" / f"{nudged.key}.json"
+    assert json.loads(entry.read_text(encoding="utf-8"))["perturb"] == "n"
+    plain = Runner(root, cache_dir=".cache")
+    plain.result("a.py")
+    assert plain.prune() == 0 and entry.is_file()
+    beside = root / ".cache" / "0123456789abcdef0123.json"   # another process's run, written while this build runs
+    beside.write_text("{}", encoding="utf-8")
+    assert plain.prune() == 0 and beside.is_file()
+    (root / "checks/a.py").write_text(CHECK.replace("3", "4"), encoding="utf-8")
+    later = Runner(root, cache_dir=".cache")
+    later.result("a.py")
+    assert later.prune() == 3 and not entry.exists() and not beside.exists()   # the old plain run's, too
+
+
 def _env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "PYTHONPATH", "VIRTUAL_ENV")}
 

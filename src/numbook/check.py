@@ -101,11 +101,20 @@ def _caller_line(depth: int = 2, name: str | None = None) -> int:
     A check that records through a helper of its own (``def rec(name, x): value(name, x, ...)``) would get the
     helper's line for every value; with ``name``, the frames of the same file are walked outwards from that call
     and the first line that spells the name in quotes is taken (the call site ``rec("gain", x)``), else the
-    innermost one.
+    innermost one. A value recorded by a helper module beside the check (``checks/_driver.py``) is located at
+    the check's line that called into it: a location names a line of the check.
     """
     import linecache
 
     frame = sys._getframe(depth)
+    main = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    here = os.path.abspath(frame.f_code.co_filename)
+    if main and here != main and os.path.dirname(here) == os.path.dirname(main):
+        outer: Any = frame.f_back
+        while outer is not None and os.path.abspath(outer.f_code.co_filename) != main:
+            outer = outer.f_back
+        if outer is not None:
+            frame = outer
     if name is None:
         return frame.f_lineno
     file, spelled = frame.f_code.co_filename, (f'"{name}"', f"'{name}'")

@@ -340,7 +340,8 @@ def _shown_interval(literal: ClaimLiteral, spread: Uncertainty, m: re.Match[str]
     after = unit_written(text[glued:])
     word = f" {after[1]}" if after is not None and not mark else ""
     tail = m.end() + glued + (after[2] if after is not None and not mark else 0)
-    return {"ci_shown": f"{shown[0]}–{shown[1]}{mark}{word}", "tail": tail}
+    span = shown[0] if shown[0] == shown[1] else f"{shown[0]}–{shown[1]}"   # a point when every repeat agreed
+    return {"ci_shown": f"{span}{mark}{word}", "tail": tail}
 
 
 def _provenance(res: CheckResult) -> dict[str, Any]:

@@ -58,7 +58,10 @@ def interval(rec: Record) -> etree.Element | None:
         return None
     spread = rec.spread
     el = etree.Element("span", {"class": "nb-ci", "title": interval_words(spread, rec.unit)})
-    el.text = f"(n = {spread.n}, {spread.repeats_words}, {spread.level_words} CI {rec.ci_shown})"
+    if spread.lo == spread.hi:   # every repeat gave the same figure: no interval to show, only that
+        el.text = f"(n = {spread.n}, {spread.repeats_words}, the same in each: {rec.ci_shown})"
+    else:
+        el.text = f"(n = {spread.n}, {spread.repeats_words}, {spread.level_words} CI {rec.ci_shown})"
     return el
 
 

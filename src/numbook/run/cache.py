@@ -25,6 +25,7 @@ import hashlib
 import json
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,7 @@ class ResultCache:
         self.root = root
         self.folder = folder
         self.keys: set[str] = set()   # every first key this build computed: what pruning keeps
+        self.started = time.time()    # entries written since (another process's runs) are not this build's to prune
         self._guard = threading.Lock()
         self._hashes: dict[tuple[str, int, int, int], str | None] = {}
 
@@ -111,14 +113,15 @@ class ResultCache:
         res.cached = True
         return res
 
-    def store(self, res: CheckResult) -> None:
-        """Write the result of a run (ok or failed) under its key; a result derived from frozen measurements is
-        never stored."""
+    def store(self, res: CheckResult, perturb: str | None = None) -> None:
+        """Write the result of a run (ok or failed) under its key, and for a nudged run the input it nudged; a
+        result derived from frozen measurements is never stored."""
         if self.folder is None:
             return
         self.folder.mkdir(parents=True, exist_ok=True)
         tmp = self.folder / f".{res.key}.{os.getpid()}.{threading.get_ident()}.tmp"
-        tmp.write_text(json.dumps({**res.to_dict(), "cache_version": CACHE_VERSION}), encoding="utf-8")
+        nudged = {"perturb": perturb} if perturb else {}
+        tmp.write_text(json.dumps({**res.to_dict(), "cache_version": CACHE_VERSION, **nudged}), encoding="utf-8")
         tmp.replace(self.folder / f"{res.key}.json")
 
     def bundle(self, results: list[CheckResult], device: str, versions: dict[str, str]) -> dict[str, Any]:
@@ -140,14 +143,34 @@ class ResultCache:
         return len(bundle["entries"])
 
     def prune(self) -> int:
-        """Remove every entry whose first key this build did not compute; how many were removed."""
+        """Remove every entry whose first key this build did not compute; how many were removed.
+
+        Two kinds are kept: a nudged run's entry (``numbook verify --perturb`` asks for it again, and a plain
+        build never computes its key) while its check and every file it read are unchanged, and any entry written
+        after this build began (another process's run, such as a ``--perturb`` in progress beside this build).
+        """
         if self.folder is None or not self.folder.is_dir():
             return 0
         with self._guard:
             keep = set(self.keys)
         pruned = 0
         for f in self.folder.glob("*.json"):
-            if f.stem not in keep:
-                f.unlink(missing_ok=True)
-                pruned += 1
+            if f.stem in keep or self._kept(f):
+                continue
+            f.unlink(missing_ok=True)
+            pruned += 1
         return pruned
+
+    def _kept(self, f: Path) -> bool:
+        """Whether an entry this build did not key stays: written since the build began, or a nudged run's entry
+        that is still current."""
+        try:
+            if f.stat().st_mtime >= self.started:
+                return True
+            data = json.loads(f.read_text(encoding="utf-8"))
+            if not isinstance(data, dict) or not data.get("perturb") or data.get("cache_version") != CACHE_VERSION:
+                return False
+            own = hashlib.sha256((self.root / data["check"]).read_bytes()).hexdigest()[:20]
+            return bool(own == data["source_hash"] and self.fresh(data["reads"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return False

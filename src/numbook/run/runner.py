@@ -175,7 +175,7 @@ class Runner:
                                 measurements=frozen.replay_file(replay) if replay is not None else None)
         if replay is not None:   # derived on this build from frozen measurements: labelled so, and never cached
             return frozen.replayed(replay, base, root=self.root, file_hash=self.file_hash)
-        self.cache.store(base)
+        self.cache.store(base, perturb=perturb)
         return base
 
     def _gpu_status(self) -> machine.GpuStatus:

@@ -221,14 +221,33 @@ STEADY = [
 
 def test_steady_window_excludes_warmup_and_drain() -> None:
     assert m.steady_window(STEADY, 2) == (1.0, 4.0)
-    # finishes in [1, 4]: r0 (1.0), r1 (2.0), r2 (3.0), r3 (3.5), r4 (4.0); r5 at 6.0 is drain
-    assert m.steady_throughput(STEADY, 2) == approx(5 / 3)
+    # finishes in (1, 4]: r1 (2.0), r2 (3.0), r3 (3.5), r4 (4.0); r0 at 1.0 is the window's open end, r5 at 6.0
+    # is drain
+    assert m.steady_throughput(STEADY, 2) == approx(4 / 3)
     # the whole-run rate is lower: 6 requests over a span of 6 s
     assert m.request_throughput(STEADY) == approx(1.0)
-    # tokens emitted in [1, 4]: 1.0, 2.0, 1.5, 3.0, 2.5, 3.5, 3.5, 4.0 -> 8
-    assert m.steady_token_throughput(STEADY, 2) == approx(8 / 3)
-    # TTFT <= 0.5 for all; TPOT <= 1.0: r1 (1.5) and r2 (1.5) and r5 (1.5) miss
-    assert m.steady_goodput(STEADY, 2, 0.5, 1.0) == approx(3 / 3)
+    # tokens emitted in (1, 4]: 2.0, 1.5, 3.0, 2.5, 3.5, 3.5, 4.0 -> 7
+    assert m.steady_token_throughput(STEADY, 2) == approx(7 / 3)
+    # the requests after the warm-up are r2..r5; TTFT 0.5 for all, TPOT <= 1.0: r2 (1.5) and r5 (1.5) miss
+    assert m.steady_goodput(STEADY, 2, 0.5, 1.0) == approx(4 / 3 * 2 / 4)
+
+
+def test_steady_throughput_counts_one_finish_per_gap_in_a_closed_loop() -> None:
+    # one client: each request arrives the instant the one before finishes, one a second
+    loop = [req(i, float(i), (i + 0.5, i + 1.0)) for i in range(4)]
+    assert m.steady_window(loop, 1) == (1.0, 3.0)
+    # finishes at 1.0 (the open end), 2.0 and 3.0: two in a window of 2 s, the loop's true rate
+    assert m.steady_throughput(loop, 1) == approx(1.0)
+
+
+def test_steady_goodput_leaves_out_the_warm_up_requests() -> None:
+    # r0 and r1 arrive at an empty server and meet the SLOs; every request after them misses (TTFT 2 s)
+    trace = [req(0, 0.0, (0.1, 1.1)), req(1, 0.0, (0.1, 1.2)),
+             req(2, 1.0, (3.0, 3.5)), req(3, 1.5, (3.5, 4.0)), req(4, 2.0, (4.0, 4.5))]
+    assert m.steady_goodput(trace, 2, 0.5, 1.0) == 0.0
+    # though both warm-up requests finish inside the window (1.0, 2.0]
+    assert m.steady_window(trace, 2) == (1.0, 2.0)
+    assert all(1.0 < r.finish <= 2.0 for r in trace[:2])
 
 
 def test_steady_window_needs_a_window() -> None:

@@ -256,22 +256,34 @@ def steady_window(trace: Trace, skip: int) -> tuple[float, float]:
 
 def steady_throughput(trace: Trace, skip: int) -> float:
     """Requests per second in the steady state: requests that finish inside :func:`steady_window`
-    (t0 <= finish <= t1), over its length t1 - t0."""
+    (t0 < finish <= t1), over its length t1 - t0.
+
+    The window is half open so that it counts one finish per gap: in a closed loop a client's next
+    request arrives the instant its last one finishes, so both ends of the window are finishes, and
+    a closed interval would count k + 1 finishes over k gaps.
+    """
     t0, t1 = steady_window(trace, skip)
-    return sum(t0 <= r.finish <= t1 for r in trace) / (t1 - t0)
+    return sum(t0 < r.finish <= t1 for r in trace) / (t1 - t0)
 
 
 def steady_token_throughput(trace: Trace, skip: int) -> float:
     """Output tokens per second in the steady state: tokens emitted inside :func:`steady_window`
-    (t0 <= token time <= t1), over its length."""
+    (t0 < token time <= t1, half open as in :func:`steady_throughput`), over its length."""
     t0, t1 = steady_window(trace, skip)
-    return sum(t0 <= t <= t1 for r in trace for t in r.token_times) / (t1 - t0)
+    return sum(t0 < t <= t1 for r in trace for t in r.token_times) / (t1 - t0)
 
 
 def steady_goodput(trace: Trace, skip: int, ttft_slo: float, tpot_slo: float) -> float:
-    """Requests per second that finish inside :func:`steady_window` and meet both SLOs, over its length."""
-    t0, t1 = steady_window(trace, skip)
-    return sum(t0 <= r.finish <= t1 and meets_slo(r, ttft_slo, tpot_slo) for r in trace) / (t1 - t0)
+    """vLLM's goodput in the steady state: :func:`steady_throughput` times the share of the requests
+    after the warm-up (:func:`after_warmup`) that meet both SLOs.
+
+    Counting the SLO-meeting requests that finish inside the window would count warm-up requests
+    that arrived at an empty server and finish after t0: a load at which no request after the
+    warm-up meets the SLOs would still show a goodput.
+    """
+    rest = after_warmup(trace, skip)
+    share = sum(meets_slo(r, ttft_slo, tpot_slo) for r in rest) / len(rest)
+    return steady_throughput(trace, skip) * share
 
 
 def goodput_search(attainment: Callable[[float], float], capacity: float, target: float, steps: int = 32) -> float:

@@ -23,6 +23,7 @@ import torch
 
 from servebench import ceilings, memory, roofline
 from servebench.config import BenchConfig, DType
+from servebench.metrics import steady_throughput
 from servebench.model import DecoderLM
 from servebench.quality import batch_invariance, dtype_agreement
 from servebench.server import Mode, serve
@@ -200,9 +201,11 @@ def _run(cfg: BenchConfig, full_traces: bool, say: Log) -> dict[str, Any]:
 
     def run(workload: Workload, mode: Mode, label: dict[str, Any]) -> None:
         say(f"serving {mode} {label}")
-        out, _ = serving_run(
+        out, trace = serving_run(
             model, workload, mode=mode, max_batch=cfg.max_batch, cfg=cfg, label=label, full_traces=full_traces
         )
+        if label["workload"] == "closed":   # every client starts at t = 0: the window starts after their requests
+            out["steady_request_throughput"] = steady_throughput(trace, label["concurrency"])
         runs.append(out)
 
     c = cfg.static_concurrency
@@ -213,7 +216,12 @@ def _run(cfg: BenchConfig, full_traces: bool, say: Log) -> dict[str, Any]:
         wl = OpenLoop.poisson(requests, rate, seed=cfg.seed)
         run(wl, "continuous", {"workload": "poisson", "rate": rate})
     if cfg.poisson_loads:
-        capacity = max(r["metrics"]["request_throughput"] for r in runs
+        if max(cfg.concurrencies) >= cfg.n_requests - 1:
+            raise ValueError(f"poisson_loads need a steady-state capacity: every concurrency must leave a window, "
+                             f"below n_requests - 1 = {cfg.n_requests - 1}, got {max(cfg.concurrencies)}")
+        # the capacity: the best steady-state request throughput of the continuous closed loops (the start-up
+        # burst and the drain left out: servebench.metrics.steady_window)
+        capacity = max(r["steady_request_throughput"] for r in runs
                        if r["workload"] == "closed" and r["mode"] == "continuous")
         result["capacity"] = capacity
         for load in cfg.poisson_loads:

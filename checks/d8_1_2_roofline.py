@@ -218,7 +218,8 @@ groups, first = {}, 0
 for b in batches:  # one group of slots per batch size
     groups[b] = list(range(first, first + b))
     first += b
-PROMPT = CL - 1 - WARM - (STEPS - 1) // 2  # the timed steps attend PROMPT + WARM + 1 .. + STEPS positions, CL on average
+# the timed steps attend PROMPT + WARM + 1 .. + STEPS positions, CL on average
+PROMPT = CL - 1 - WARM - (STEPS - 1) // 2
 
 
 def one_run():
@@ -242,7 +243,8 @@ def one_run():
 
 
 runs = [one_run() for _ in range(RUNS)]
-print(f"{RUNS} runs; in each: one thread, the ceilings (a {MATMUL_N}x{MATMUL_N} matmul, a copy of {COPY_MIB} MiB), then "
+print(f"{RUNS} runs; in each: one thread, the ceilings (a {MATMUL_N}x{MATMUL_N} matmul, a copy of {COPY_MIB} MiB), "
+      f"then "
       f"the shortest of {STEPS} decode steps per batch size at contexts averaging {CL}")
 print(f"{'run':>3} {'GFLOP/s':>8} {'GB/s':>6} {'ridge':>6} " + " ".join(f"{'B=' + str(b) + ' ms':>9}" for b in batches)
       + "  compute-bound from B")
@@ -271,7 +273,8 @@ print(f"B={big} delivers {gain:.1f}x the tokens/s of B=1 ({gain.kind}: {gain.lo:
 # The intensity a decode step of the cpu preset tends to as the batch grows, at L = CL in fp32: the FLOPs
 # one more sequence adds over the bytes it adds (servebench.roofline); decode can turn compute bound only
 # on a machine whose ridge lies below it.
-CPU_PRESET = "the harness's cpu preset at the context the CPU section decodes at, in fp32: no input of this page moves it"
+CPU_PRESET = ("the harness's cpu preset at the context the CPU section decodes at, in fp32: no input of this page "
+              "moves it")
 c1 = decode_cost(ccfg, "fp32", batch=1, context=CL)
 c2 = decode_cost(ccfg, "fp32", batch=2, context=CL)
 cpu_asym = value("cpu_asymptote", (c2.flops - c1.flops) / (c2.bytes - c1.bytes), unit="FLOP/B", fixed=CPU_PRESET)
@@ -298,7 +301,8 @@ seq_bytes = (probe.tok_emb[0].nbytes + probe.pos_emb[0].nbytes
 model_asym = seq_flops / seq_bytes
 print(f"\nper sequence at L={CL}: {c2.flops - c1.flops:,} FLOPs, {c2.bytes - c1.bytes:,} B (roofline counts); "
       f"{seq_flops:,} FLOPs, {seq_bytes:,} B (counted on the model)")
-sanity("cpu_asymptote_on_the_model", Fraction(seq_flops, seq_bytes) == Fraction(c2.flops - c1.flops, c2.bytes - c1.bytes),
+sanity("cpu_asymptote_on_the_model",
+       Fraction(seq_flops, seq_bytes) == Fraction(c2.flops - c1.flops, c2.bytes - c1.bytes),
        "the FLOPs torch counts in the model's decode steps over the bytes of the tensors a sequence reads equal "
        "the roofline's per-sequence ratio", operands=(model_asym, cpu_asym), relation="equal")
 

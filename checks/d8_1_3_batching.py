@@ -126,7 +126,7 @@ def score(trace, window_skip):
         # the steady rate times the share of the requests after the warm-up that met both SLOs: a request of the
         # start-up burst that happens to finish inside the window cannot lend the steady state its attainment
         "goodput": m.steady_throughput(trace, window_skip) * steady["slo_attainment"],
-        "in_window": sum(t0 <= r.finish <= t1 for r in trace),
+        "in_window": sum(t0 < r.finish <= t1 for r in trace),   # as steady_throughput counts them
         "n_output_tokens": sum(r.n_out for r in trace),
     }
 
@@ -365,8 +365,8 @@ print(f"{'offered':>8}{'arrived':>8}{'served':>8}{'TTFT p99':>9}{'TPOT p99':>9}{
 
 
 def poisson_run(k, rate, mode="continuous", chunk=None):
-    tr, _ = simulate(OpenLoop.poisson(draws[k], rate, seed=ARRIVAL_SEED + k), mode=mode, max_batch=SWEEP_BATCH, cost=cost,
-                     chunk_tokens=chunk)
+    tr, _ = simulate(OpenLoop.poisson(draws[k], rate, seed=ARRIVAL_SEED + k), mode=mode, max_batch=SWEEP_BATCH,
+                     cost=cost, chunk_tokens=chunk)
     return tr
 
 

@@ -31,6 +31,7 @@ from servebench import (
     summarize,
     weight_bytes,
 )
+from servebench.metrics import steady_throughput
 from servebench.plotting import GREY, finish, new_figure
 from servebench.textplot import bars, scatter
 
@@ -143,7 +144,8 @@ def intensity(b):
 
 
 sanity("decode_intensity_rises",
-       all(intensity(b) < intensity(b + 1) < asym for b in (1, 8, 32, 256, 10**6)) and intensity(10**9) > asym * (1 - 1e-6),
+       all(intensity(b) < intensity(b + 1) < asym for b in (1, 8, 32, 256, 10**6))
+       and intensity(10**9) > asym * (1 - 1e-6),
        "a decode step's intensity rises with the batch, stays below the asymptote and is within 10^-6 of it at a "
        "batch of 10^9", operands=(intensity(10**9), asym), relation=("grows", "smaller"))
 ridge_here, crit_here = ce["ridge"], steps["critical_decode_batch"]
@@ -195,10 +197,21 @@ top_two = [
 sanity("p99_between_top_two", counted and all(lo <= p99 <= hi for lo, hi, p99 in top_two),
        "every percentile rests on all the run's requests, and each p99 lies between the two largest of them",
        operands=(max(p99 / hi for _, hi, p99 in top_two), 1.0), relation="largest")
-value("p99_rank", 0.99 * (cfg.n_requests - 1), fixed=PRESET + ": the rank of a p99 by linear interpolation over the run's requests")
+value("p99_rank", 0.99 * (cfg.n_requests - 1),
+      fixed=PRESET + ": the rank of a p99 by linear interpolation over the run's requests")
 loads = sorted(cfg.poisson_loads)
-capacity = max(v["request_throughput"] for k, v in runs.items() if k.startswith("continuous_c"))
-sanity("capacity_is_the_sweeps_best", capacity == r["capacity"])
+# the capacity: the best steady-state request throughput of the continuous closed loops, recomputed from each run's
+# own request rows (finishes in the window from the arrival after the clients' first requests to the last arrival)
+steady = {}
+for x in r["runs"]:
+    if x["workload"] == "closed" and x["mode"] == "continuous":
+        arrivals = sorted(q["arrival"] for q in x["requests"])
+        t0, t1 = arrivals[x["concurrency"]], arrivals[-1]
+        steady[x["concurrency"]] = sum(t0 < q["finish"] <= t1 for q in x["requests"]) / (t1 - t0)
+capacity = max(steady.values())
+sanity("capacity_is_the_sweeps_best", abs(capacity - r["capacity"]) <= 1e-9 * capacity
+       and all(abs(v - x["steady_request_throughput"]) <= 1e-9 * v for x in r["runs"]
+               for v in [steady.get(x.get("concurrency"))] if x["mode"] == "continuous" and v is not None))
 value("load_lo", loads[0], fixed=PRESET)
 value("load_hi", loads[-1], fixed=PRESET)
 for ld in loads:  # the rate each open-loop run was offered is the load times the measured capacity
@@ -280,7 +293,7 @@ print(f"\nthe whole run took {r['elapsed_s']:.1f} s; JSON result: {len(json.dump
 # model: decode steps timed as the report times them (the median of its 20 steps at batch 1 and 8, contexts
 # spanning the report's), static and continuous batching at the static concurrency, continuous batching
 # with one client and with the sweep's largest count, and Poisson arrivals at the overload multiple of this
-# repeat's capacity (its best closed-loop request throughput, drain included).
+# repeat's capacity (its best steady-state request throughput of a continuous closed loop, start-up and drain left out).
 REPEATS = value("repeats", 5, fixed="the number of repeats, a choice of this check")
 N_REP = value("rep_requests", 48, fixed="the requests per repeat, a choice of this check: enough for the overload "
               "run to queue well past the batch limit, few enough for five repeats to run in under two minutes")
@@ -313,8 +326,13 @@ def decode_tok_s(seed):
 
 
 def served(workload, mode):
-    return summarize(serve(rep_model, workload, mode=mode, max_batch=cfg.max_batch),
-                     ttft_slo=cfg.slo_ttft_s, tpot_slo=cfg.slo_tpot_s)
+    """The run's summary; for a closed loop also its steady-state request throughput (the window after its
+    clients' first requests, servebench.metrics.steady_throughput)."""
+    trace = serve(rep_model, workload, mode=mode, max_batch=cfg.max_batch)
+    out = summarize(trace, ttft_slo=cfg.slo_ttft_s, tpot_slo=cfg.slo_tpot_s)
+    if isinstance(workload, ClosedLoop):
+        out["steady_rps"] = steady_throughput(trace, workload.concurrency)
+    return out
 
 
 per = []
@@ -326,14 +344,15 @@ for k in range(REPEATS):
     one["cont"] = served(ClosedLoop(reqs, c), "continuous")
     one["lo"] = served(ClosedLoop(reqs, lo_n), "continuous")
     one["hi"] = served(ClosedLoop(reqs, hi_n), "continuous")
-    one["cap"] = max(one[x]["request_throughput"] for x in ("cont", "lo", "hi"))
+    one["cap"] = max(one[x]["steady_rps"] for x in ("cont", "lo", "hi"))
     one["over"] = served(OpenLoop.poisson(reqs, over * one["cap"], seed=k), "continuous")
     per.append(one)
 sanity("repeats_complete", all(one[x]["n_requests"] == N_REP for one in per
                                for x in ("static", "cont", "lo", "hi", "over")))
 print(f"\nfive repeats, {N_REP} requests each (seed = repeat), static and continuous at N={c}, continuous at "
       f"N={lo_n} and N={hi_n}, Poisson at {over:g}x the repeat's capacity")
-print(f"{'seed':>4} {f'B={HI_B}/B=1':>8} {'TTFT st/co':>10} {'tok/s hi/lo':>11} {'TPOT hi/lo':>10} {'TTFT over/lo':>12} "
+print(f"{'seed':>4} {f'B={HI_B}/B=1':>8} {'TTFT st/co':>10} {'tok/s hi/lo':>11} {'TPOT hi/lo':>10} "
+      f"{'TTFT over/lo':>12} "
       f"{'wait share':>10} {'cap req/s':>9}")
 figs = {
     "decode_gain_8": [one["tok_s_hi"] / one["tok_s_1"] for one in per],

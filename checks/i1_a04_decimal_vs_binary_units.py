@@ -12,6 +12,7 @@ by probing meta tensors of growing batch size.
 import math
 
 import torch
+from _driver import driver_range
 
 from numbook.check import fact, given, sanity, value
 
@@ -228,15 +229,8 @@ def counts(mib):
             math.floor((c - w_bytes) / seq2), math.floor((c_mb - w_bytes) / seq2))
 
 
-here = (b_rep, b_mb, v_rep, v_mb)
-value("driver_below_mib", mem_mib - mem_lo, unit="MiB")                 # how far the lowest total found lies below the one used
-value("driver_above_mib", mem_hi - mem_mib, unit="MiB")                 # and the highest above it
-# the counts only grow with the capacity, so equal answers at both ends mean no flip in between; they are
-# the answers at the figure used whenever it lies in the range (a perturbed figure may lie outside it)
-ends = [counts(m) for m in (mem_lo, mem_hi)]
-sanity("driver_range_same", ends[0] == ends[1] and (ends[0] == here or not mem_lo <= mem_mib <= mem_hi),
-       "at the lowest and the highest CUDA total found, every count of sequences is the same",
-       operands=(ends, here))
+ends = driver_range(counts, mem_mib, mem_lo, mem_hi, (b_rep, b_mb, v_rep, v_mb),
+                    "at the lowest and the highest CUDA total found, every count of sequences is the same")
 print(f"At {mem_lo:,} and {mem_hi:,} MiB: {ends[0]}, {ends[1]} (fit, MiB misread as MB; the same at T2)")
 
 # -- how far the runtime's total may move before the answer does: the totals, in whole MiB, at which the same

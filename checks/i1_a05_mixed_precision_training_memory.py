@@ -13,6 +13,7 @@ import math
 
 import torch
 import torch.nn as nn
+from _driver import driver_range
 
 from numbook.check import fact, sanity, value
 
@@ -238,13 +239,7 @@ def answers(mib):
 here = answers(mem_mib)
 value("l3_over_h100_low", pers3 / (mem_lo * MiB))         # the ratio at both ends, for the page to show
 value("l3_over_h100_high", pers3 / (mem_hi * MiB))
-value("driver_below_mib", mem_mib - mem_lo, unit="MiB")                 # how far the lowest total found lies below the one used
-value("driver_above_mib", mem_hi - mem_mib, unit="MiB")                 # and the highest above it
-# the counts only grow with the capacity, so equal answers at both ends mean no flip in between; they are
-# the answers at the figure used whenever it lies in the range (a perturbed figure may lie outside it)
-ends = [answers(m) for m in (mem_lo, mem_hi)]
-sanity("driver_range_same", ends[0] == ends[1] and (ends[0] == here or not mem_lo <= mem_mib <= mem_hi),
-       "at the lowest and the highest CUDA total found, the state still does not fit one GPU, and the GPU"
-       " counts are the same", operands=(ends, here),
-       relation="not")
+ends = driver_range(answers, mem_mib, mem_lo, mem_hi, here,
+                    "at the lowest and the highest CUDA total found, the state still does not fit one GPU, and the GPU"
+                    " counts are the same", relation="not")
 print(f"At {mem_lo:,} and {mem_hi:,} MiB: {ends[0]}, {ends[1]} (does not fit, ratio, GPUs opt-sharded, all sharded)")

@@ -19,6 +19,7 @@ import glob
 import math
 import os
 import platform
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -55,7 +56,7 @@ def last_level_cache():
     seen = {}
     for idx in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*"):
         try:
-            fields = [open(os.path.join(idx, n)).read().strip() for n in ("level", "type", "size", "shared_cpu_list")]
+            fields = [Path(idx, n).read_text().strip() for n in ("level", "type", "size", "shared_cpu_list")]
         except OSError:
             continue
         level, kind, size, shared = fields
@@ -66,7 +67,8 @@ def last_level_cache():
         found["/sys cache hierarchy"] = sum(seen[max(seen)].values())
     if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
         # glibc's _SC_LEVEL{2,3,4}_CACHE_SIZE (191, 194, 197), which Python's table may not name
-        for name, number in (("SC_LEVEL4_CACHE_SIZE", 197), ("SC_LEVEL3_CACHE_SIZE", 194), ("SC_LEVEL2_CACHE_SIZE", 191)):
+        levels = (("SC_LEVEL4_CACHE_SIZE", 197), ("SC_LEVEL3_CACHE_SIZE", 194), ("SC_LEVEL2_CACHE_SIZE", 191))
+        for name, number in levels:
             try:
                 size = os.sysconf(os.sysconf_names.get(name, number))
             except (OSError, ValueError):

@@ -245,16 +245,19 @@ row("np.sum, strided", f"{srms['np']:.2e}", w=30)
 row("torch.sum, strided", f"{srms['torch']:.2e}", w=30)
 row("torch.sum, contiguous", f"{srms['torch_contig']:.2e}", w=30)
 row("np.sum, 1-D view x[::2]", f"{srms['np_view']:.2e}", w=30)
-print(f"  torch.sum strided over contiguous: {srms['torch'] / srms['torch_contig']:.2f} (above or below 1 depending on the seeds)")
+print(f"  torch.sum strided over contiguous: {srms['torch'] / srms['torch_contig']:.2f}"
+      " (above or below 1 depending on the seeds)")
 print(f"  torch.sum returns another sum along the strided axis than along the contiguous one"
       f" for {sum(torch_differs)} of the {n_seeds} vectors")
 sanity("np_strided_is_naive", all(np_is_naive) and srms["np"] == top["naive"],
-       "np.sum along axis 0 of an (n, 2) array returns exactly the left-to-right sum of every vector: the same RMS error",
+       "np.sum along axis 0 of an (n, 2) array returns exactly the left-to-right sum of every vector: the same RMS "
+       "error",
        operands=(srms["np"], top["naive"]), relation="equal")
 sanity("torch_strided_differs", srms["torch_contig"] == top["torch"] and any(torch_differs),
        "torch.sum along the strided axis returns another sum than along the contiguous one for some vectors",
        operands=(srms["torch"], srms["torch_contig"]), relation="differs")
-sanity("np_view_pairwise", all(view_is_pairwise) and srms["np_view"] == top["np"] and srms["np_view"] < top["naive"] / 10,
+sanity("np_view_pairwise",
+       all(view_is_pairwise) and srms["np_view"] == top["np"] and srms["np_view"] < top["naive"] / 10,
        "np.sum of a 1-D strided view returns the contiguous np.sum of every vector, far below the left-to-right error",
        operands=(srms["np_view"], top["naive"]), relation=("equal", "smaller"))
 sanity("torch_strided_accurate", srms["torch"] < srms["np"] / 10,

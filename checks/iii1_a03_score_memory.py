@@ -117,7 +117,8 @@ def pack_real(t):
 
 with torch.autograd.graph.saved_tensors_hooks(pack_real, lambda t: t):
     _ = (qs @ ks.transpose(-2, -1) / math.sqrt(8)).softmax(dim=-1) @ vs
-value("saved_square_listed", len(views), fixed="what autograd saves for the explicit route's backward: a property of its "
+value("saved_square_listed", len(views),
+      fixed="what autograd saves for the explicit route's backward: a property of its "
       "operations (softmax and the batched product each keep the scores), not of the sizes")
 sanity("saved_views_share_storage", len(views) >= 2 and len(set(views)) == 1,
        "the saved (T, T) tensors, listed more than once, are views of one storage",

@@ -176,7 +176,8 @@ value("var_fp8_over_weights", var["fp8"] / w_mha)
 value("var_bf16_over_weights", var["bf16"] / w_mha)
 print(f"\nVariation: {H} KV heads: KVCache {var['bf16'] / GB:.2f} GB in bf16, {var['fp8'] / GB:.2f} GB in fp8,"
       f" {var_ratio:g} times the grouped-query cache")
-print(f"  the multi-head model's weights: {w_mha / GB:.2f} GB in bf16; its fp8 cache is {var['fp8'] / w_mha:.2f} times them")
+print(f"  the multi-head model's weights: {w_mha / GB:.2f} GB in bf16; its fp8 cache is {var['fp8'] / w_mha:.2f} times"
+      " them")
 sanity("var_ratio_is_group", var_ratio == H / HKV and var["bf16"] == kv_cache_bytes(cfg_mha, "bf16", slots=B, tokens=T),
        "the cache grows by H / H_kv; KVCache agrees with kv_cache_bytes", operands=(var_ratio, H / HKV),
        relation="grows")

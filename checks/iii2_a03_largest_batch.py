@@ -11,6 +11,7 @@ stand-in of the model to show what its own weight count changes.
 """
 
 import torch
+from _driver import driver_range
 from torch import nn
 
 from numbook.check import fact, given, sanity, value
@@ -228,13 +229,7 @@ def batches(mib):
             tuple(largest_batch(m - W, T, res[n]["kvb"]) for n in DTYPES))
 
 
-here = ((b16, b8), b_half, (res["bf16"]["no_res"], res["fp8"]["no_res"]))
-value("driver_below_mib", MEM_CUDA_MIB - MEM_LO_MIB, unit="MiB")                 # how far the lowest total found lies below the one used
-value("driver_above_mib", MEM_HI_MIB - MEM_CUDA_MIB, unit="MiB")                 # and the highest above it
-# the counts only grow with the capacity, so equal answers at both ends mean no flip in between; they are
-# the answers at the figure used whenever it lies in the range (a perturbed figure may lie outside it)
-ends = [batches(m) for m in (MEM_LO_MIB, MEM_HI_MIB)]
-sanity("driver_range_same", ends[0] == ends[1] and (ends[0] == here or not MEM_LO_MIB <= MEM_CUDA_MIB <= MEM_HI_MIB),
-       "at the lowest and the highest CUDA total found, every largest batch is the same",
-       operands=(ends, here))
+ends = driver_range(batches, MEM_CUDA_MIB, MEM_LO_MIB, MEM_HI_MIB,
+                    ((b16, b8), b_half, (res["bf16"]["no_res"], res["fp8"]["no_res"])),
+                    "at the lowest and the highest CUDA total found, every largest batch is the same")
 print(f"At {MEM_LO_MIB:,} and {MEM_HI_MIB:,} MiB: {ends[0]}, {ends[1]} (bf16, fp8; half context; no reserve)")

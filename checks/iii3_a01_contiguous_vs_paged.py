@@ -11,6 +11,7 @@ import dataclasses
 
 import numpy as np
 import torch
+from _driver import driver_range
 from torch import nn
 
 from numbook.check import fact, given, sanity, value
@@ -278,14 +279,8 @@ def counts(mib):
     return p // reserve, int(np.searchsorted(np.cumsum(need), nb, side="right"))
 
 
-value("driver_below_mib", gpu_mib - gpu_lo, unit="MiB")                 # how far the lowest total found lies below the one used
-value("driver_above_mib", gpu_hi - gpu_mib, unit="MiB")                 # and the highest above it
-# the counts only grow with the capacity, so equal answers at both ends mean no flip in between; they are
-# the answers at the figure used whenever it lies in the range (a perturbed figure may lie outside it)
-ends = [counts(m) for m in (gpu_lo, gpu_hi)]
-sanity("driver_range_same", ends[0] == ends[1] and (ends[0] == (fits_contig, fits_paged) or not gpu_lo <= gpu_mib <= gpu_hi),
-       "at the lowest and the highest CUDA total found, both schemes hold the same numbers of sequences",
-       operands=(ends, (fits_contig, fits_paged)))
+ends = driver_range(counts, gpu_mib, gpu_lo, gpu_hi, (fits_contig, fits_paged),
+                    "at the lowest and the highest CUDA total found, both schemes hold the same numbers of sequences")
 print(f"\nAt {gpu_lo:,} and {gpu_hi:,} MiB: (contiguous, blocks) = {ends[0]}, {ends[1]}")
 
 # -- Variation: a longer configured context; longer sequences -------------------------------------

@@ -191,7 +191,8 @@ vllm_b = fact("vllm_default_block_size", "vllm_block", nudge=16)   # nudged to 3
 k_v = sizes.index(vllm_b)
 v_lo = value("vllm_c_low", cross[k_v - 1] if k_v > 0 else 0.0)
 v_hi = value("vllm_c_high", cross[k_v] if k_v < len(cross) else math.inf)
-sanity("vllm_range", all(argmin_at(cc) == vllm_b for cc in (v_lo * (1 + 1e-6), math.sqrt(v_lo * v_hi), v_hi * (1 - 1e-6))),
+sanity("vllm_range",
+       all(argmin_at(cc) == vllm_b for cc in (v_lo * (1 + 1e-6), math.sqrt(v_lo * v_hi), v_hi * (1 - 1e-6))),
        "vLLM's default block is the best of the list for every c between the crossings around it",
        operands=(v_lo, v_hi))
 print(f"\nvLLM's default block size, {vllm_b}, is the best of the list for c from {v_lo:.4f} to {v_hi:.4f}")

@@ -76,7 +76,7 @@ max_seq = fact("llama3_8b_context", "max_seq")
 gpu_mib = fact("h100_sxm_memory_cuda_total_mib", "gpu_mib")
 smi_mib = fact("h100_sxm_memory_reported_mib", "smi_mib")
 util = fact("vllm_default_gpu_memory_utilization", "util")
-# the CUDA runtime's total moves with the driver by a few MiB: the lowest and highest found
+# the CUDA runtime's total moves by a few tens of MiB with the driver and its versions: the lowest and highest found
 gpu_lo = fact("h100_sxm_memory_cuda_total_low_mib", "gpu_mib_low", unit="MiB")
 gpu_hi = fact("h100_sxm_memory_cuda_total_high_mib", "gpu_mib_high", unit="MiB")
 cfg = ModelConfig(layers=layers, d_model=d, heads=heads, kv_heads=kv_heads, vocab=vocab, max_seq=max_seq)

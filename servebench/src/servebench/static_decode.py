@@ -61,7 +61,7 @@ class StaticDecode:
         """Capture one step as a CUDA graph (CUDA only)."""
         if self.model.device.type != "cuda":
             raise RuntimeError("CUDA graphs need a CUDA device")
-        stream = torch.cuda.Stream()
+        stream = torch.cuda.Stream()  # type: ignore[no-untyped-call]  # torch 2.13 leaves Stream.__init__ untyped
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(warmup):

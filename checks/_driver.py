@@ -1,5 +1,5 @@
-"""The CUDA runtime's total memory moves by a few tens of MiB with the driver and its versions: a fit problem's
-answers at both ends of the range found (shared by I.1.A04, I.1.A05, III.2.A03 and III.3.A01)."""
+"""The CUDA runtime's total memory moves by some MiB between machines (driver, CUDA and torch versions): a fit
+problem's answers at both ends of the range of the captures found (shared by I.1.A04, I.1.A05 and III.2.A03)."""
 
 from numbook.check import sanity, value
 

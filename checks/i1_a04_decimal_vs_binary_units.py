@@ -57,7 +57,7 @@ mem_gb = fact("h100_sxm_memory_gb", "mem_gb")               # the datasheet's fi
 # what a program can allocate from: the total the CUDA runtime reports (cudaMemGetInfo, torch.cuda.mem_get_info)
 mem_mib = fact("h100_sxm_memory_cuda_total_mib", "mem_mib")
 smi_mib = fact("h100_sxm_memory_reported_mib", "smi_mib")   # nvidia-smi's (NVML's) total, which is larger
-# the CUDA runtime's total moves by a few tens of MiB with the driver and its versions: the lowest and highest found
+# the CUDA runtime's total moves by some MiB between machines: the lowest and highest found
 mem_lo = fact("h100_sxm_memory_cuda_total_low_mib", "mem_mib_low", unit="MiB")
 mem_hi = fact("h100_sxm_memory_cuda_total_high_mib", "mem_mib_high", unit="MiB")
 T = given("T", 8192)                                  # tokens of context per sequence
@@ -222,7 +222,7 @@ print(f"\nVariation: T = {T2:,}: {seq2 / GB:.3f} GB per sequence; fit {v_rep} (r
       f" {v_mb} (MiB misread as MB), {v_ds} (datasheet GB)")
 
 
-# -- the driver's few tens of MiB: every count above at the lowest and the highest CUDA total found ----------------
+# -- the captures' range of CUDA totals: every count above at the lowest and the highest CUDA total found
 def counts(mib):
     c, c_mb = mib * MiB, mib * MB
     return (math.floor((c - w_bytes) / seq), math.floor((c_mb - w_bytes) / seq),

@@ -170,7 +170,7 @@ f3 = fact("llama3_8b_intermediate", "f3")
 # nudge is close to a third of the memory (81,089 -> 56,089 MiB, 58.8 GB), which moves both counts.
 # The capacity is the total the CUDA runtime reports (torch.cuda.mem_get_info): what a program allocates from
 mem_mib = fact("h100_sxm_memory_cuda_total_mib", "mem_mib", nudge=-25000)
-# the CUDA runtime's total moves by a few tens of MiB with the driver and its versions: the lowest and highest found
+# the CUDA runtime's total moves by some MiB between machines: the lowest and highest found
 mem_lo = fact("h100_sxm_memory_cuda_total_low_mib", "mem_mib_low", unit="MiB")
 mem_hi = fact("h100_sxm_memory_cuda_total_high_mib", "mem_mib_high", unit="MiB")
 mem_gb = fact("h100_sxm_memory_gb", "mem_gb")                              # the datasheet's figure
@@ -230,7 +230,7 @@ sanity("shard_closed_form", k1 == math.ceil(opt_state / (cap - replicated)) and 
        relation=("smaller", "not", "larger"))
 
 
-# -- the driver's few tens of MiB: the answers at the lowest and the highest CUDA total found ---------------------
+# -- the captures' range of CUDA totals: the answers at the lowest and the highest CUDA total found
 def answers(mib):
     c = mib * MiB
     return (pers3 > c, math.ceil(opt_state / (c - replicated)), math.ceil((replicated + opt_state) / c))

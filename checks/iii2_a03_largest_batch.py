@@ -84,7 +84,7 @@ MEM_MIB = fact("h100_sxm_memory_reported_mib", "memory_mib")   # what the device
 MEM_CUDA_MIB = fact("h100_sxm_memory_cuda_total_mib", "memory_cuda_mib")   # the CUDA runtime's total
 value("smi_minus_cuda_mib", MEM_MIB - MEM_CUDA_MIB)
 MEM = MEM_CUDA_MIB * MiB     # a program allocates from the CUDA runtime's total, not from nvidia-smi's
-# the CUDA runtime's total moves by a few tens of MiB with the driver and its versions: the lowest and highest found
+# the CUDA runtime's total moves by some MiB between machines: the lowest and highest found
 MEM_LO_MIB = fact("h100_sxm_memory_cuda_total_low_mib", "memory_cuda_mib_low", unit="MiB")
 MEM_HI_MIB = fact("h100_sxm_memory_cuda_total_high_mib", "memory_cuda_mib_high", unit="MiB")
 MEM_GB = fact("h100_sxm_memory_gb", "memory_gb")                # the datasheet's figure
@@ -221,7 +221,7 @@ print(f"\nVariation, T = {T2:,} in bf16: largest B = {b_half} ({b_half * T2:,} t
       f" against {b16 * T:,} at T = {T:,})")
 
 
-# -- the driver's few tens of MiB: every batch above at the lowest and the highest CUDA total found --------------------
+# -- the captures' range of CUDA totals: every batch above at the lowest and the highest CUDA total found
 def batches(mib):
     m = mib * MiB
     f = int(m * (1 - RESERVE)) - W

@@ -11,7 +11,6 @@ import dataclasses
 
 import numpy as np
 import torch
-from _driver import driver_range
 from torch import nn
 
 from numbook.check import fact, given, sanity, value
@@ -76,7 +75,7 @@ max_seq = fact("llama3_8b_context", "max_seq")
 gpu_mib = fact("h100_sxm_memory_cuda_total_mib", "gpu_mib")
 smi_mib = fact("h100_sxm_memory_reported_mib", "smi_mib")
 util = fact("vllm_default_gpu_memory_utilization", "util")
-# the CUDA runtime's total moves by a few tens of MiB with the driver and its versions: the lowest and highest found
+# the CUDA runtime's total moves by some MiB between machines: the lowest and highest found
 gpu_lo = fact("h100_sxm_memory_cuda_total_low_mib", "gpu_mib_low", unit="MiB")
 gpu_hi = fact("h100_sxm_memory_cuda_total_high_mib", "gpu_mib_high", unit="MiB")
 cfg = ModelConfig(layers=layers, d_model=d, heads=heads, kv_heads=kv_heads, vocab=vocab, max_seq=max_seq)
@@ -272,15 +271,27 @@ row("wasted slots per sequence (max)", f"{max_seq - n.min():,}", f"{max(alloc_wa
 row("paged / contiguous sequences", f"{gain:.2f}x")
 row("max_seq / mean(b x ceil(n/b))", f"{approx:.2f}x")
 
-# the answers at both ends of the drivers' range of the CUDA total: the same counts
+# the answers at both ends of the range of CUDA totals in the captures found. They are stated as counts, not as
+# "the same": the block pool's count sits a few blocks from its next step, so another draw of lengths (a sigma of
+# 1.01) moves it inside the range
 def counts(mib):
     p = int(util * mib * MiB) - w_bytes
     nb = p // block_bytes
     return p // reserve, int(np.searchsorted(np.cumsum(need), nb, side="right"))
 
 
-ends = driver_range(counts, gpu_mib, gpu_lo, gpu_hi, (fits_contig, fits_paged),
-                    "at the lowest and the highest CUDA total found, both schemes hold the same numbers of sequences")
+value("driver_below_mib", gpu_mib - gpu_lo, unit="MiB")
+value("driver_above_mib", gpu_hi - gpu_mib, unit="MiB")
+ends = [counts(m) for m in (gpu_lo, gpu_hi)]
+for end, (c_, p_) in zip(("low", "high"), ends, strict=True):
+    value(f"fits_contig_{end}", c_)
+    value(f"fits_paged_{end}", p_)
+inside = gpu_lo <= gpu_mib <= gpu_hi   # a perturbed figure used may lie outside the range
+sanity("driver_range_brackets", all(ends[0][i] <= ends[1][i] for i in (0, 1)) and (not inside or all(
+           ends[0][i] <= here <= ends[1][i] for i, here in enumerate((fits_contig, fits_paged)))),
+       "both counts can only grow with the total: at the lowest total they are at most, and at the highest at least, "
+       "the counts at the figure used", operands=(ends, (fits_contig, fits_paged)),
+       relation=("at most", "at least", "grows", "smallest", "largest"))
 print(f"\nAt {gpu_lo:,} and {gpu_hi:,} MiB: (contiguous, blocks) = {ends[0]}, {ends[1]}")
 
 # -- Variation: a longer configured context; longer sequences -------------------------------------

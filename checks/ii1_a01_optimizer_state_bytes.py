@@ -82,6 +82,7 @@ def storages(ts):
     return [t.untyped_storage().data_ptr() for t in ts]
 
 
+AUTOCAST = {}
 RECIPES = ["fp32", "fp32 + autocast bf16", "bf16 + fp32 master", "pure bf16"]
 ROLES = ["weights", "gradients", "fp32 master weights", "AdamW exp_avg", "AdamW exp_avg_sq", "AdamW step"]
 
@@ -103,8 +104,22 @@ def train_step(recipe, make, tokens, meta=False):
         for p in work.parameters():
             p.grad = torch.empty_like(p)
     elif recipe == "fp32 + autocast bf16":
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        # which saved tensors are bf16 copies of the Linear weights, made by autocast for this step?
+        weights = [m.weight for m in work.modules() if isinstance(m, nn.Linear)]
+        copies = {}
+
+        def pack(t):
+            if t.dtype == torch.bfloat16 and t.dim() == 2:
+                for w in weights:
+                    for c in (t, t.t()):
+                        if c.shape == w.shape and torch.equal(c, w.detach().to(torch.bfloat16)):
+                            copies[t.untyped_storage().data_ptr()] = (t.untyped_storage().nbytes(), w.numel())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.autocast("cpu", dtype=torch.bfloat16):
             loss = work(tokens)
+        AUTOCAST["copies"] = copies
+        AUTOCAST["linear_numel"] = sum(w.numel() for w in weights)
         loss.backward()
     else:
         work(tokens).backward()
@@ -201,6 +216,15 @@ for rc in RECIPES:
     bpp[rc] = value(f"{slug[rc]}_per_param", sum(per_param[rc].values()), unit="B", fixed=WHY)
     value(f"{slug[rc]}_total_bytes", totals[rc])
 value("step_bytes_small", step_bytes, unit="B")
+cp = AUTOCAST["copies"]
+copies_bytes = value("autocast_copies_bytes", sum(nb for nb, _ in cp.values()), unit="B")
+value("autocast_copies_per_linear_param", copies_bytes / AUTOCAST["linear_numel"], unit="B",
+      fixed="a bf16 copy is 2 bytes an element")
+value("linear_params_s", AUTOCAST["linear_numel"])
+value("autocast_copies_n", len(cp))
+sanity("autocast_keeps_copies", copies_bytes == 2 * AUTOCAST["linear_numel"] and len(cp) == 7 * L_s + 1,
+       "autocast saves one bf16 copy of every Linear weight for the backward pass, 2 bytes per element",
+       operands=(copies_bytes, 2 * AUTOCAST["linear_numel"]), relation="equal")
 value("step_elem", step_elem, unit="B", fixed="AdamW keeps each step count as an fp32 scalar tensor: a choice of torch")
 
 # the formula: bytes per parameter times N, plus one step counter per parameter tensor
@@ -281,6 +305,8 @@ sanity("formula_7b", meta_agrees, "AdamW's state on the meta Llama 2 7B equals t
        operands=(gb_7b["fp32"], (bpp["fp32"] * N + step_elem * n_t) / GB), relation="equal")
 sanity("count_7b", sum(p.numel() for p in make_7b().parameters()) == N, "meta model count equals the closed form")
 value("w_bf16_7b_gb", 2 * N / GB)
+# autocast's bf16 weight copies at Llama 2 7B: 2 bytes for every parameter of a Linear (all but the embedding and norms)
+value("autocast_copies_7b_gb", copies_bytes / AUTOCAST["linear_numel"] * (N - V * d - (2 * L + 1) * d) / GB)
 
 # -- one H100 -----------------------------------------------------------------------------------------
 cap_ds = fact("h100_sxm_memory_gb", "cap_ds_gb")

@@ -10,7 +10,7 @@ tensors, and the totals are set against one H100's memory: its datasheet figure 
 device reports to nvidia-smi.
 """
 
-import copy
+import math
 
 import torch
 import torch.nn as nn
@@ -122,7 +122,9 @@ def train_step(recipe, make, tokens, meta=False):
         AUTOCAST["linear_numel"] = sum(w.numel() for w in weights)
         loss.backward()
     else:
-        work(tokens).backward()
+        loss = work(tokens)
+        AUTOCAST.setdefault("loss", {})[recipe] = loss.item()
+        loss.backward()
     transient = []
     if master is not None:
         for p, q in zip(master.parameters(), work.parameters(), strict=True):
@@ -153,7 +155,7 @@ def train_step(recipe, make, tokens, meta=False):
 
 # -- the small model, real tensors ------------------------------------------------------------------
 V_s = given("V_s", 256)
-H_s = given("H_s", 4)
+H_s = given("H_s", 4, nudge=4)             # 8 heads still divide the width
 d_s = given("d_s", 64, nudge=4)            # a nudge of one would not divide into the heads
 L_s = given("L_s", 2)
 f_s = given("f_s", 172)
@@ -216,6 +218,14 @@ for rc in RECIPES:
     bpp[rc] = value(f"{slug[rc]}_per_param", sum(per_param[rc].values()), unit="B", fixed=WHY)
     value(f"{slug[rc]}_total_bytes", totals[rc])
 value("step_bytes_small", step_bytes, unit="B")
+value("n_tokens", B_s * T_s)
+loss0 = value("loss_fp32", AUTOCAST["loss"]["fp32"])
+print(f"\nloss before the step: {loss0:.4f}; ln |V| = {math.log(V_s):.4f}")
+value("ln_V_s", math.log(V_s))
+# random logits of spread sigma give about ln|V| + sigma^2 / 2: a little above ln|V|
+sanity("loss_untrained", math.log(V_s) < loss0 < math.log(V_s) + 0.5,
+       "the loss before the step is a little above ln |V|, as for an untrained model: the forward pass is real",
+       operands=(loss0, math.log(V_s)), relation="larger")
 cp = AUTOCAST["copies"]
 copies_bytes = value("autocast_copies_bytes", sum(nb for nb, _ in cp.values()), unit="B")
 value("autocast_copies_per_linear_param", copies_bytes / AUTOCAST["linear_numel"], unit="B",

@@ -20,6 +20,7 @@ from numbook.check import fact, given, sanity, value
 torch.set_num_threads(1)
 MB = 10**6
 TAG = ["?"]
+MASKS = []
 
 
 def tag(name):
@@ -96,6 +97,8 @@ def saved_bytes(block, x):
         name = TAG[0]
         if name.startswith("LayerNorm") and t.dim() == 3 and t.shape[-1] == 1:
             name = "LayerNorm mean and rstd"
+        if name == "softmax dropout mask" and t.dtype == torch.bool:
+            MASKS.append(t)
         if key not in params and key not in seen:
             seen.add(key)
             by_tag[name] = by_tag.get(name, 0) + st.nbytes()
@@ -153,6 +156,9 @@ value("paper_quad_mb", s * b * h * quad * a * s / h / MB)
 value("quad_coeff", quad * a * s / h)
 
 fused, dt_fused, _, n_fused, n_st_fused = run("fused", False)
+keep = value("mask_keep_frac", MASKS[0].float().mean().item())
+sanity("mask_keeps_one_minus_p", abs(keep - (1 - p)) < 0.005,
+       "the saved bool mask keeps a fraction 1 - p of the attention weights", operands=(keep, 1 - p))
 cpu, dt_cpu, _, _, _ = run("cpu", False)
 flash, dt_flash, _, _, _ = run("none", True)
 nodrop, _, _, _, _ = run("none", False)

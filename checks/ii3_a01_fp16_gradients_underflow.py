@@ -109,16 +109,18 @@ z_zero1, z_sub1 = counts(z1.float(), zr)
 z_zeros, z_subs = counts(zs.float(), zr)
 w_zero1, _ = counts(w1, wr)
 w_zeros, _ = counts(ws, wr)
-value("z_zero_1", z_zero1)
+ZERO = "1/(|V| N) stays between the flush threshold and the normal range at every nearby size"
+value("z_zero_1", z_zero1, fixed=ZERO)
 value("z_sub_1", z_sub1)
 value("z_sub_1_frac", z_sub1 / n_z)
 value("z_normal_1", n_z - z_sub1 - z_zero1)
-value("z_zero_s", z_zeros)
-value("z_sub_s", z_subs)
+value("z_zero_s", z_zeros, fixed="the scaled logit gradients are normal numbers at every nearby size")
+value("z_sub_s", z_subs, fixed="the scaled logit gradients are normal numbers at every nearby size")
 value("w_zero_1", w_zero1)
 value("w_zero_1_frac", w_zero1 / n_w)
 value("w_zero_s", w_zeros)
-ref_zero = value("ref_zero", int((zr == 0).sum()) + int((wr == 0).sum()))
+ref_zero = value("ref_zero", int((zr == 0).sum()) + int((wr == 0).sum()),
+                 fixed="an fp32 gradient of a randomly initialised model has no exact zeros at any nearby size")
 med = value("z_median", zr.abs().median().item())
 value("inv_VN", 1 / (V * N))
 value("median_over_inv_VN", med * V * N)
@@ -152,9 +154,9 @@ sanity("ref_has_no_zeros", ref_zero == 0, "the fp32 reference has no zero gradie
 sanity("scale1_loses", w_zero1 > 0 and z_sub1 == n_z - N,
        "at scale 1 some head weight gradients flush to zero and every logit gradient but the N target entries is "
        "subnormal", operands=(z_sub1, n_z - N), relation="equal")
-sanity("scale_recovers", z_zeros == 0 and z_subs == 0 and w_zeros == 0,
-       "at the initial scale no gradient flushes and none is subnormal", operands=(z_zeros + z_subs + w_zeros, 0),
-       relation=("not", "equal"))
+sanity("scale_recovers", z_zeros == 0 and z_subs == 0 and w_zeros < w_zero1 / 100,
+       "at the initial scale no logit gradient is zero or subnormal, and the zero count of the weight gradient falls "
+       "more than a hundredfold", operands=(w_zeros, w_zero1), relation=("not", "falls"))
 sanity("scaled_error_is_rounding", errs <= eps16 / 2 < err1,
        "with the scale the median relative error is within half an fp16 eps; without, it is larger",
        operands=(errs, err1), relation=("smaller", "at most"))
@@ -166,10 +168,10 @@ V_l = fact("llama2_7b_vocab", "V_llama2")
 N_l = fact("llama2_7b_max_positions", "N_llama2")
 g_l = value("g_llama2", 1 / (V_l * N_l))
 k_need = math.ceil(math.log2(smallest_normal * V_l * N_l))   # smallest power of two that lifts 1/(VN) to normal
-S_need = value("S_need", 2.0**k_need)
-value("S_need_exp", k_need)
+S_need = value("S_need", 2.0**k_need, fixed="a power of two: a 1% change of |V| or N does not cross one")
+value("S_need_exp", k_need, fixed="a power of two: a 1% change of |V| or N does not cross one")
 value("g_llama2_scaled", S_init * g_l)
-value("init_over_need", S_init / S_need)
+value("init_over_need", S_init / S_need, fixed="a power of two: a 1% change of |V| or N does not cross one")
 # probe: the fp16 cast of the typical gradient, unscaled and scaled
 l_cast = torch.tensor(g_l).to(H).item()
 l_cast_s = torch.tensor(S_init * g_l).to(H).item()
@@ -193,7 +195,8 @@ interval = value("growth_interval", scaler.get_growth_interval(), fixed="GradSca
 C = given("C", 16)
 width = given("width", 64)
 n_batch = given("n_batch", 64)
-steps = given("steps", 2100)
+after = given("after", 94)          # steps run after the step of the first growth
+max_steps = value("max_steps", 4 * interval, fixed="a guard of four growth intervals that the run does not reach")
 lr = given("lr", 1e-3)
 n_batches = given("n_batches", 8)
 torch.manual_seed(seed)
@@ -206,7 +209,10 @@ hand_scale, tracker = scaler.get_scale(), 0
 mismatch = 0
 skipped = 0
 losses = []
-for step in range(steps):
+step = -1
+grew_at = None
+while step + 1 < max_steps and (grew_at is None or step < grew_at + after):
+    step += 1
     i = (step % n_batches) * n_batch
     opt.zero_grad(set_to_none=True)
     with torch.autocast("cpu", dtype=H):
@@ -233,6 +239,9 @@ for step in range(steps):
         mismatch += 1
     if s1 != s0:
         events.append((step, s0, s1, inf))
+        if not inf and grew_at is None:
+            grew_at = step
+steps = value("steps", step + 1)
 print(f"\nGradScaler: init_scale {S_init:.0f}, growth_factor {growth}, backoff_factor {backoff},"
       f" growth_interval {interval}; {steps:,} steps")
 row("step", "scale before", "scale after", "inf found", w=8)
@@ -244,9 +253,10 @@ backs = [e for e in events if e[3]]
 grows = [e for e in events if not e[3]]
 value("n_backoffs", len(backs))
 value("n_growths", len(grows))
-first_clean = backs[len([e for e in backs if e[0] < 10]) - 1][0] + 1 if backs else 0
-value("first_backoffs", len([e for e in backs if e[0] < 10]))
-value("settled_scale", events[len([e for e in backs if e[0] < 10]) - 1][2])
+early = [e for e in backs if e[0] < grows[0][0]]
+first_clean = early[-1][0] + 1 if early else 0
+value("first_backoffs", len(early))
+value("settled_scale", grows[0][1])
 value("first_growth_step", grows[0][0])
 value("first_growth_to", grows[0][2])
 value("final_scale", scaler.get_scale())
@@ -254,11 +264,14 @@ loss_first = value("loss_first", sum(losses[:n_batches]) / n_batches)     # one 
 loss_last = value("loss_last", sum(losses[-n_batches:]) / n_batches)
 print(f"  mean loss per example over the first {n_batches} steps {loss_first:.3f},"
       f" over the last {n_batches} {loss_last:.3f}")
+sanity("guard_not_reached", steps < max_steps, "the run ended on its own, before the guard",
+       operands=(steps, max_steps), relation="smaller")
 sanity("training_learns", loss_last < loss_first, "the loss falls over the run: the unskipped steps train",
        operands=(loss_last, loss_first), relation="falls")
-for k, e in enumerate(events[:4]):
-    value(f"ev{k}_step", e[0])
-    value(f"ev{k}_to", e[2])
+for k, e in enumerate((events + [(-1, -1.0, -1.0, False)] * 4)[:4]):
+    EARLY = "the first steps overflow at any nearby input, and each halves GradScaler's default initial scale"
+    value(f"ev{k}_step", e[0], fixed=EARLY if k < 2 else None)
+    value(f"ev{k}_to", e[2], fixed=EARLY if k < 3 else None)
 sanity("rule_by_hand", mismatch == 0,
        "the hand-written rule gives GradScaler's scale after every step, and exactly the steps with an inf "
        "gradient leave the weights unchanged", relation="equal")
@@ -274,8 +287,8 @@ V3 = fact("llama3_8b_vocab", "V_llama3")
 N3 = fact("llama3_8b_context", "N_llama3")
 g3 = value("g_llama3", 1 / (V3 * N3))
 k3 = math.ceil(math.log2(smallest_normal * V3 * N3))
-S3 = value("S_need3", 2.0**k3)
-value("S_need3_exp", k3)
+S3 = value("S_need3", 2.0**k3, fixed="a power of two: a 1% change of |V| or N does not cross one")
+value("S_need3_exp", k3, fixed="a power of two: a 1% change of |V| or N does not cross one")
 value("g_llama3_scaled", S_init * g3)
 c3 = torch.tensor(g3).to(H).item()
 c3_below = torch.tensor(S3 / 2 * g3).to(H).item()

@@ -124,12 +124,14 @@ lost_b = value("lost_bf16", lost(ob_old, pb, g0))
 lost_h = value("lost_fp16", sum(int((((o.float() + dw).to(HF) == o) & (gr != 0)).sum())
                                 for o, dw, gr in zip(oh_old, step1, g0, strict=True)))
 v16 = oh.state[ph[0]]["exp_avg_sq"]
-value("v16_zero_frac", float((v16 == 0).float().mean()))
+value("v16_zero_frac", float((v16 == 0).float().mean()),
+      fixed="(1 - beta2) g^2 underflows fp16 for every gradient of this size at any nearby input")
 v16_zero = int((v16 == 0).sum())
 v16_ref_zero = int(((1 - oh.param_groups[0]["betas"][1]) * g0[0].double() ** 2 == 0).sum())
 sanity("fp16_second_moment_underflows", v16_zero > 0 and v16_ref_zero == 0,
        "AdamW's second moment in fp16 has zero elements where (1 - beta2) g^2 is not zero", relation="not")
-lost_m = value("lost_fp32", lost(om_old, pm, g0))
+lost_m = value("lost_fp32", lost(om_old, pm, g0),
+               fixed="fp32's gap at these weights is far under any nearby learning rate")
 value("lost_bf16_frac", lost_b / nonzero)
 # the prediction: an update is lost when it is smaller than half the spacing at the weight
 pred = sum(int(((dw.abs() < gap(o, dw) / 2) & (gr != 0)).sum()) for dw, o, gr in zip(step1, ob_old, g0, strict=True))
@@ -148,10 +150,10 @@ edge = sum(int(((o.float().abs() == 2.0 ** torch.floor(torch.log2(o.float().abs(
 value("lost_bf16_pred", pred)
 # with |update| close to lr, the half spacing passes lr at the binade [2^e, 2^(e+1)) with 2^e * eps / 2 > lr
 e_cut = math.ceil(math.log2(2 * lr / fb.eps))
-w_cut = value("w_cut", 2.0**e_cut)
-value("w_cut_exp", e_cut)
-value("half_spacing_below", 2.0 ** (e_cut - 1) * fb.eps / 2)
-value("half_spacing_at", 2.0**e_cut * fb.eps / 2)
+w_cut = value("w_cut", 2.0**e_cut, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
+value("w_cut_exp", e_cut, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
+value("half_spacing_below", 2.0 ** (e_cut - 1) * fb.eps / 2, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
+value("half_spacing_at", 2.0**e_cut * fb.eps / 2, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
 big = sum(int(((o.float().abs() >= w_cut) & (gr != 0)).sum()) for o, gr in zip(ob_old, g0, strict=True))
 value("n_above_cut", big)
 value("above_cut_frac", big / nonzero)
@@ -183,7 +185,7 @@ sanity("fp32_keeps", lost_m == 0 < lost_h < lost_b,
        "fp32 master weights keep every update; fp16 weights lose fewer than bf16 weights",
        operands=(lost_h, lost_b), relation=("smaller", "not"))
 e16 = math.ceil(math.log2(2 * lr / fh.eps))
-value("w_cut16", 2.0**e16)
+value("w_cut16", 2.0**e16, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
 above16 = sum(int(((o.float().abs() >= 2.0**e16) & (gr != 0)).sum()) for o, gr in zip(oh_old, g0, strict=True))
 value("n_above_cut16", above16)
 CUT_TOL = value("fp16_cut_tol", 0.01, fixed="the agreement the check asks of the fp16 cut")
@@ -239,9 +241,10 @@ sanity("master_trains_faster", drop_m > 2 * drop_b > 0, "the loss falls more tha
 
 # -- Variation: the learning rate at which no update is lost --------------------------------------------------
 wmax = max(o.float().abs().max().item() for o in ob_old)
-value("w_max", wmax)
+WMAX = "the largest |w|, near 1/sqrt(d) = 2^-4, rounds to 2^-4 in bf16 for any nearby d"
+value("w_max", wmax, fixed=WMAX)
 e_top = math.floor(math.log2(wmax))
-lr_safe = value("lr_safe", 2.0**e_top * fb.eps / 2)   # half the spacing in the top binade
+lr_safe = value("lr_safe", 2.0**e_top * fb.eps / 2, fixed=WMAX)   # half the spacing in the top binade
 value("lr_safe_over_lr", lr_safe / lr)
 print(f"\nVariation: largest |w| {wmax:.4f}; half the bf16 spacing there {lr_safe:.3e}")
 pb2, ob2 = make(BF)

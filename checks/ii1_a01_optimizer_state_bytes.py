@@ -344,6 +344,7 @@ smi_mib = fact("h100_sxm_memory_reported_mib", "smi_mib")
 # what the CUDA runtime reports: all a program sees
 cap_rep_mib = fact("h100_sxm_memory_cuda_total_mib", "cap_rep_mib")
 cap_rep = value("cap_rep_gb", cap_rep_mib * MiB / GB)
+value("smi_over_runtime_mib", smi_mib - cap_rep_mib)
 sanity("smi_above_runtime", smi_mib > cap_rep_mib, "nvidia-smi's total is larger than the CUDA runtime's",
        operands=(smi_mib, cap_rep_mib), relation="larger")
 print(f"\nOne H100 SXM: datasheet {cap_ds} GB; the CUDA runtime reports {cap_rep_mib:,} MiB = {cap_rep:.2f} GB "

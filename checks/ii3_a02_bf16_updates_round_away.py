@@ -150,10 +150,11 @@ edge = sum(int(((o.float().abs() == 2.0 ** torch.floor(torch.log2(o.float().abs(
 value("lost_bf16_pred", pred)
 # with |update| close to lr, the half spacing passes lr at the binade [2^e, 2^(e+1)) with 2^e * eps / 2 > lr
 e_cut = math.ceil(math.log2(2 * lr / fb.eps))
-w_cut = value("w_cut", 2.0**e_cut, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
-value("w_cut_exp", e_cut, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
-value("half_spacing_below", 2.0 ** (e_cut - 1) * fb.eps / 2, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
-value("half_spacing_at", 2.0**e_cut * fb.eps / 2, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
+BINADE = "a binade boundary: a 1% change of the learning rate does not cross one"
+w_cut = value("w_cut", 2.0**e_cut, fixed=BINADE)
+value("w_cut_exp", e_cut, fixed=BINADE)
+value("half_spacing_below", 2.0 ** (e_cut - 1) * fb.eps / 2, fixed=BINADE)
+value("half_spacing_at", 2.0**e_cut * fb.eps / 2, fixed=BINADE)
 big = sum(int(((o.float().abs() >= w_cut) & (gr != 0)).sum()) for o, gr in zip(ob_old, g0, strict=True))
 value("n_above_cut", big)
 value("above_cut_frac", big / nonzero)
@@ -168,8 +169,9 @@ row(f"  weights with |w| >= {w_cut}", f"{big:,}")
 row("updates lost in fp16 weights", f"{lost_h:,}")
 row("updates lost in fp32 master weights", f"{lost_m:,}")
 row("|update| from", f"{dmin:.4e}", f"{dmax:.4e}")
-sanity("lost_matches_spacing", mismatch == 0 and abs(lost_b - pred) <= border, "the bf16 updates lost are exactly those smaller than half the spacing "
-       "at their weight", operands=(lost_b, pred), relation="equal")
+sanity("lost_matches_spacing", mismatch == 0 and abs(lost_b - pred) <= border,
+       "the bf16 updates lost are exactly those smaller than half the spacing at their weight",
+       operands=(lost_b, pred), relation="equal")
 lost_above = sum(int(((o.float().abs() >= w_cut) & (o == n.detach()) & (gr != 0)).sum())
                  for o, n, gr in zip(ob_old, pb, g0, strict=True))
 value("lost_above_share", lost_above / lost_b)
@@ -247,6 +249,11 @@ e_top = math.floor(math.log2(wmax))
 lr_safe = value("lr_safe", 2.0**e_top * fb.eps / 2, fixed=WMAX)   # half the spacing in the top binade
 value("lr_safe_over_lr", lr_safe / lr)
 print(f"\nVariation: largest |w| {wmax:.4f}; half the bf16 spacing there {lr_safe:.3e}")
+up = torch.nextafter(torch.tensor(wmax, dtype=BF), torch.tensor(1.0, dtype=BF)).item()
+sanity("half_gap_above_wmax", lr_safe == (up - wmax) / 2
+       and all((o.float().abs() <= wmax).all() for o in ob_old),
+       "no bf16 weight is larger than w_max, and half the gap from w_max to its bf16 neighbour above is lr_safe",
+       operands=(lr_safe, (up - wmax) / 2), relation=("largest", "half"))
 pb2, ob2 = make(BF)
 SAFE = value("safe_factor", 1.01, fixed="how far above the threshold the Variation's learning rate sits")
 ob2.param_groups[0]["lr"] = SAFE * lr_safe
@@ -257,4 +264,5 @@ n_full = value("n_full", sum(int(f.sum()) for f in full))
 lost2 = value("lost_at_safe", sum(int(((o == n.detach()) & f).sum()) for o, n, f in zip(old2, pb2, full, strict=True)))
 lost2_all = value("lost_at_safe_all", lost(old2, pb2, g0))
 sanity("safe_lr_keeps_all", lost2 == 0 < lost2_all and lr_safe > lr, "at just over half the top binade's spacing no "
-       "full-size update is lost, at a rate larger than the given one", operands=(lr_safe, lr), relation=("not", "larger"))
+       "full-size update is lost, at a rate larger than the given one", operands=(lr_safe, lr),
+       relation=("not", "larger"))

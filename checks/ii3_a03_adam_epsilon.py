@@ -59,12 +59,14 @@ value("eps_over_half_sub", eps / half_sub, fixed=DEFAULT)
 print(f"Adam's eps {eps:g}: in fp16 {eps16:g} (half the smallest subnormal is {half_sub:.4e}); in bf16 {eps_bf:.6e}")
 sanity("half_flushes", torch.tensor(half_sub).to(HF).item() == 0 and half_sub == sub16 / 2
        and torch.nextafter(torch.tensor(half_sub), torch.tensor(1.0)).to(HF).item() == sub16,
-       "half the smallest subnormal rounds to zero (the tie goes to the even neighbour); the next fp32 number up does not",
+       "half the smallest subnormal rounds to zero (the tie goes to the even neighbour); "
+       "the next fp32 number up does not",
        operands=(half_sub, sub16), relation="half")
 sanity("eps_flushes_fp16", eps16 == 0 and eps < half_sub, "Adam's eps is smaller than half of fp16's smallest "
        "subnormal and rounds to zero", operands=(eps, half_sub), relation="smaller")
 sanity("eps_normal_bf16", eps_bf >= fb.smallest_normal and eps_bf != eps,
-       "in bf16 eps is a normal number, not zero, rounded to bf16's 8 significant bits", operands=(eps_bf, fb.smallest_normal),
+       "in bf16 eps is a normal number, not zero, rounded to bf16's 8 significant bits",
+       operands=(eps_bf, fb.smallest_normal),
        relation="not")
 
 # -- Step 2: every fp16 gradient, one real Adam step -----------------------------------------------------------
@@ -89,7 +91,8 @@ value("n_m_zero", int(m_zero.sum()), fixed=PROBE)
 g2_flush = value("g2_flush", math.sqrt(half_sub), fixed=PROBE)
 value("g2_flush_log2", math.log2(g2_flush), fixed=PROBE)
 value("g_v_over_g2", g_v_formula / g2_flush, fixed=PROBE)
-sanity("beta2_moves_flush_up", g_v > 30 * g2_flush and torch.tensor(g2_flush * 1.01).to(HF).float().pow(2).to(HF).item() != 0,
+g2_just_above = torch.tensor(g2_flush * 1.01).to(HF).float().pow(2).to(HF).item()
+sanity("beta2_moves_flush_up", g_v > 30 * g2_flush and g2_just_above != 0,
        "the factor 1 - beta2 moves the flush point of v above the point where g^2 alone flushes, by sqrt(1000)",
        operands=(g_v, g2_flush), relation="larger")
 print(f"\nOne Adam step, lr {lr}, on all {n_g:,} positive fp16 gradients, parameters and state in fp16")
@@ -136,8 +139,9 @@ n_p = value("n_params", g_all.numel())
 value("g_median", g_all.abs().median().item())
 
 below_v = value("frac_below_gv", float((g_all.abs().to(HF).float() <= g_v).float().mean()))
-sanity("model_below_flush", below_v > 0.99 and g_all.abs().median().item() < g_v, "more than 99% of the MLP's gradients, "
-       "and its median, lie below the flush point of v", operands=(g_all.abs().median().item(), g_v), relation="smaller")
+g_med = g_all.abs().median().item()
+sanity("model_below_flush", below_v > 0.99 and g_med < g_v, "more than 99% of the MLP's gradients, "
+       "and its median, lie below the flush point of v", operands=(g_med, g_v), relation="smaller")
 res = {}
 for name, dt in (("fp16", HF), ("bf16", BF), ("fp32", F32)):
     dps = [adam_step(g, dt, lr, eps, p0=p) for p, g in zip(params, grads, strict=True)]
@@ -152,7 +156,8 @@ value("model_inf_fp16", res["fp16"][0])
 value("model_nan_fp16", res["fp16"][1])
 value("model_nonfinite_fp16_frac", (res["fp16"][0] + res["fp16"][1]) / n_p)
 value("model_vzero_fp16_frac", res["fp16"][2] / n_p)
-model_clean = value("model_nonfinite_wide", sum(res["bf16"]) + sum(res["fp32"]), fixed="bf16 and fp32 have fp32's range")
+model_clean = value("model_nonfinite_wide", sum(res["bf16"]) + sum(res["fp32"]),
+                    fixed="bf16 and fp32 have fp32's range")
 sanity("model_fp16_breaks", res["fp16"][0] + res["fp16"][1] == res["fp16"][2] > 0 and model_clean == 0,
        "in fp16 every parameter whose second moment flushed is inf or nan after the step; in bf16 and fp32 none is",
        operands=(res["fp16"][2], res["fp16"][0] + res["fp16"][1]), relation=("equal", "not"))
@@ -161,7 +166,7 @@ sanity("model_fp16_breaks", res["fp16"][0] + res["fp16"][1] == res["fp16"][2] > 
 eps_hi = given("eps_hi", 1e-5)
 eps_mid = given("eps_mid", 1e-6)
 scales = [1e-3, 1e-5, 1e-6, 1e-7, 1e-8, 1e-9, 1e-10]
-print(f"\nFirst-step |update| / lr against a gradient of size g (fp32 state)")
+print("\nFirst-step |update| / lr against a gradient of size g (fp32 state)")
 row("g", *(f"eps {e:g}" for e in (eps, eps_mid, eps_hi)), "fp16, 1e-8", "fp16, eps_hi")
 worst = 0.0
 fp16_col = []

@@ -74,7 +74,7 @@ value("total_by_hand", by_hand)
 value("total_concat", concat)
 value("norm_over_max", total_f / max_norm)
 rel = value("rel_diff_routes", max(abs(total_f - by_hand), abs(total_f - concat)) / by_hand)
-for k, (p, nrm) in enumerate(zip(params, per, strict=True)):
+for k, nrm in enumerate(per):
     value(f"per_norm_{k}", nrm)
 value("per_norm_max", max(per))
 row("clip_grad_norm_ total norm", f"{total_f:.6f}")
@@ -87,7 +87,8 @@ sanity("norm_two_routes", rel < 1e-6, "clip_grad_norm_'s total norm equals the r
 # -- Step 2: the clip coefficient ------------------------------------------------------------------------------
 coef = value("clip_coef", max_norm / (total_f + 1e-6))
 after = [p.grad.detach().clone() for p in params]
-exact = all(torch.equal(a, b * torch.tensor(coef, dtype=F32).clamp(max=1.0)) for a, b in zip(after, before, strict=True))
+coef_t = torch.tensor(coef, dtype=F32).clamp(max=1.0)
+exact = all(torch.equal(a, b * coef_t) for a, b in zip(after, before, strict=True))
 norm_after = value("norm_after", flat(after).double().norm().item())
 sanity("coef_formula", formula_in_source and exact and coef < 1, "every clipped gradient equals the gradient times "
        "max_norm / (total_norm + 1e-6), smaller than 1, as the installed source says", operands=(coef, 1.0),
@@ -101,7 +102,8 @@ big = value("max_norm_loose", 2 * total_f)
 clip_grad_norm_(params, big)
 unchanged = all(torch.equal(p.grad, g) for p, g in zip(params, before, strict=True))
 sanity("clamped_at_one", unchanged and big / (total_f + 1e-6) > 1, "with max_norm above the norm the coefficient "
-       "is clamped to 1 and the gradients are unchanged, not scaled up", operands=(big, total_f), relation=("larger", "not"))
+       "is clamped to 1 and the gradients are unchanged, not scaled up", operands=(big, total_f),
+       relation=("larger", "not"))
 
 # -- Step 3: direction -----------------------------------------------------------------------------------------
 cos_global = value("cos_global", F.cosine_similarity(flat(before).double(), flat(after).double(), dim=0).item())
@@ -149,8 +151,8 @@ value("x_last_finite", x_fin)
 value("x_first_inf", x_inf)
 fp16_max = value("fp16_max", torch.finfo(HF).max, fixed=FORMAT)
 # fp16 rounds to inf from max + half a spacing: 65504 + 16 = 65520
-inf_from = value("fp16_inf_from", fp16_max + (fp16_max - torch.nextafter(torch.tensor(fp16_max, dtype=HF),
-                                                                         torch.tensor(0.0, dtype=HF)).item()) / 2, fixed=FORMAT)
+below_max = torch.nextafter(torch.tensor(fp16_max, dtype=HF), torch.tensor(0.0, dtype=HF)).item()
+inf_from = value("fp16_inf_from", fp16_max + (fp16_max - below_max) / 2, fixed=FORMAT)
 x_pred = value("x_pred", inf_from / math.sqrt(n16))
 sanity("inf_from_half", math.isinf(torch.tensor(inf_from).to(HF).item())
        and torch.nextafter(torch.tensor(inf_from), torch.tensor(0.0)).to(HF).item() == fp16_max,
@@ -188,7 +190,8 @@ tot_k = clip_grad_norm_(ps, max_norm)
 value("each_norm", each[0])
 value("stack_total_fp32", math.sqrt(sum(e * e for e in each)))
 sanity("stack_overflows", all(math.isfinite(e) for e in each) and torch.isinf(tot_k),
-       "each tensor's norm is finite, and the total of the stacked fp16 norms overflows to inf", operands=(each[0], fp16_max),
+       "each tensor's norm is finite, and the total of the stacked fp16 norms overflows to inf",
+       operands=(each[0], fp16_max),
        relation="not")
 try:
     q = nn.Parameter(torch.zeros(n16, dtype=HF))
@@ -210,7 +213,8 @@ try:
     refused = False
 except ValueError as e:
     refused = "FP16" in str(e)
-sanity("scaler_refuses_fp16", refused, "GradScaler's unscale_ raises a ValueError on fp16 gradients", operands=(refused, True),
+sanity("scaler_refuses_fp16", refused, "GradScaler's unscale_ raises a ValueError on fp16 gradients",
+       operands=(refused, True),
        relation="not")
 # the recipe: fp32 parameters, fp16 autocast; the scale overflows the backward; unscale_, clip, step
 net2, gen2, teacher2 = make(seed)

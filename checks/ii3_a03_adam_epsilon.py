@@ -186,7 +186,8 @@ for k, s in enumerate(scales):
     cells += [f"{r16:.4f}", f"{r16h:.4f}"]
     row(f"{s:g}", *cells)
     fp16_col.append((s, r16))
-    value(f"u16h_{k}", r16h)
+    # below the first moment's flush point m is 0 and the update 0 / eps is 0 for any eps and learning rate
+    value(f"u16h_{k}", r16h, fixed="m flushes to zero in fp16 at this gradient: 0 / eps" if s <= g_m else None)
 g_m_hi = [s for s, r in fp16_col if math.isinf(r)]
 g_m_lo = [s for s, r in fp16_col if math.isnan(r)]
 sanity("fp16_column", len(g_m_hi) + len(g_m_lo) == len(scales) and min(g_m_hi) > g_m > max(g_m_lo),

@@ -60,7 +60,8 @@ net, gen, teacher = make(seed)
 x, y = batch(gen, teacher)
 F.cross_entropy(net(x), y, reduction="sum").backward()
 params = list(net.parameters())
-n_tensors = value("n_tensors", len(params))
+SHAPE = "three linear layers, a weight and a bias each: the model's shape, not a size"
+n_tensors = value("n_tensors", len(params), fixed=SHAPE)
 value("n_params", sum(p.numel() for p in params))
 before = [p.grad.detach().clone() for p in params]
 per = [g.double().norm().item() for g in before]
@@ -87,8 +88,9 @@ sanity("norm_two_routes", rel < 1e-6, "clip_grad_norm_'s total norm equals the r
 # -- Step 2: the clip coefficient ------------------------------------------------------------------------------
 coef = value("clip_coef", max_norm / (total_f + 1e-6))
 after = [p.grad.detach().clone() for p in params]
-coef_t = torch.tensor(coef, dtype=F32).clamp(max=1.0)
-exact = all(torch.equal(a, b * coef_t) for a, b in zip(after, before, strict=True))
+coef_t = torch.clamp(max_norm / (total + 1e-6), max=1.0)       # the source's line, on the returned fp32 norm
+exact = (all(torch.equal(a, b * coef_t) for a, b in zip(after, before, strict=True))
+         and abs(coef_t.item() / coef - 1) < 1e-6)
 norm_after = value("norm_after", flat(after).double().norm().item())
 sanity("coef_formula", formula_in_source and exact and coef < 1, "every clipped gradient equals the gradient times "
        "max_norm / (total_norm + 1e-6), smaller than 1, as the installed source says", operands=(coef, 1.0),
@@ -114,7 +116,8 @@ for p in params:
 per_clipped = [p.grad.detach().clone() for p in params]
 cos_per = value("cos_per_tensor", F.cosine_similarity(flat(before).double(), flat(per_clipped).double(), dim=0).item())
 value("angle_per_deg", math.degrees(math.acos(min(1.0, cos_per))))
-n_clipped_tensors = value("n_tensors_clipped", sum(n > max_norm for n in per))
+n_clipped_tensors = value("n_tensors_clipped", sum(n > max_norm for n in per),
+                          fixed="every tensor: the smallest per-tensor norm, bound beside it, is far above max_norm")
 norm_per = value("norm_after_per", flat(per_clipped).double().norm().item())
 row("cosine, global clipping", f"{cos_global:.9f}")
 row("cosine, per-tensor clipping", f"{cos_per:.6f}")
@@ -124,9 +127,11 @@ sanity("global_keeps_direction", abs(cos_global - 1) < 1e-6 and cos_per < 0.999,
 sanity("per_tensor_norm_larger", max_norm < norm_per <= math.sqrt(n_tensors) * max_norm + 1e-6,
        "per-tensor clipping leaves a total norm larger than max_norm, at most sqrt(tensors) times it",
        operands=(norm_per, max_norm), relation=("larger", "at most"))
-value("sqrt_tensors", math.sqrt(n_tensors))
-sanity("all_tensors_above", n_clipped_tensors == n_tensors, "every tensor's norm is above max_norm",
-       operands=(min(per), max_norm), relation="larger")
+value("sqrt_tensors", math.sqrt(n_tensors), fixed=SHAPE)
+per_min = value("per_norm_min", min(per))
+sanity("all_tensors_above", n_clipped_tensors == n_tensors and per_min > max_norm,
+       "every tensor's norm is above max_norm, the smallest too", operands=(per_min, max_norm),
+       relation=("larger", "smallest"))
 
 # -- Step 4: fp16 gradients -------------------------------------------------------------------------------------
 n16 = given("n16", 1024)
@@ -157,7 +162,8 @@ x_pred = value("x_pred", inf_from / math.sqrt(n16))
 sanity("inf_from_half", math.isinf(torch.tensor(inf_from).to(HF).item())
        and torch.nextafter(torch.tensor(inf_from), torch.tensor(0.0)).to(HF).item() == fp16_max,
        "fp16 rounds to inf from max plus half a spacing", operands=(inf_from, fp16_max), relation="larger")
-t_fin = value("norm_last_finite", norm16(x_fin)[0].item())
+t_fin = value("norm_last_finite", norm16(x_fin)[0].item(),
+              fixed="fp16's largest finite number, where the probe stops")
 value("sumsq_last_finite", x_fin * x_fin * n16)
 
 print(f"\nfp16 gradient of {n16} equal elements: the norm is finite up to {x_fin} (norm {t_fin}), inf from {x_inf}")
@@ -268,10 +274,8 @@ runs = [run(seed + k) for k in range(seeds)]
 norms0, losses0 = runs[0]
 clipped0 = value("clipped_seed0", sum(n > max_norm for n in norms0))
 value("clipped_frac_seed0", clipped0 / steps)
-first_half = sum(n > max_norm for n in norms0[: steps // 2])
-value("clipped_first_half", first_half)
-value("half_steps", steps // 2)
-value("clipped_second_half", clipped0 - first_half)
+first_clip = value("first_clipped_step", 1 + next(i for i, n in enumerate(norms0) if n > max_norm))
+
 value("norm_first", norms0[0])
 value("norm_median", sorted(norms0)[steps // 2])
 value("loss_first10", sum(losses0[:10]) / 10)

@@ -28,12 +28,14 @@ def row(label, *cells, w=34, cw=14):
     print(f"  {label:<{w}}" + "".join(f"{c!s:>{cw}}" for c in cells))
 
 
-def adam_step(grad, dtype, lr, eps, p0=None):
-    """One real Adam step on a parameter of `dtype` (torch keeps the state in that dtype); returns Δp, m, v."""
+def adam_step(grad, dtype, lr, eps, p0=None, **impl):
+    """One real Adam step on a parameter of `dtype` (torch keeps the state in that dtype); returns Δp, m, v.
+
+    The single-tensor implementation (foreach=False) unless `impl` names another (fused=True, foreach=True)."""
     p = (torch.zeros_like(grad) if p0 is None else p0).to(dtype).clone().requires_grad_(True)
     before = p.detach().clone()
     p.grad = grad.to(dtype)
-    opt = torch.optim.Adam([p], lr=lr, eps=eps, foreach=False)
+    opt = torch.optim.Adam([p], lr=lr, eps=eps, **(impl or {"foreach": False}))
     opt.step()
     st = opt.state[p]
     return p.detach().float() - before.float(), st["exp_avg"], st["exp_avg_sq"]
@@ -156,8 +158,11 @@ value("model_inf_fp16", res["fp16"][0])
 value("model_nan_fp16", res["fp16"][1])
 value("model_nonfinite_fp16_frac", (res["fp16"][0] + res["fp16"][1]) / n_p)
 value("model_vzero_fp16_frac", res["fp16"][2] / n_p)
-model_clean = value("model_nonfinite_wide", sum(res["bf16"]) + sum(res["fp32"]),
-                    fixed="bf16 and fp32 have fp32's range")
+WIDE = "bf16 and fp32 have fp32's range: no second moment of these gradients flushes"
+for name in ("bf16", "fp32"):
+    for k, what in enumerate(("inf", "nan", "vzero")):
+        value(f"model_{what}_{name}", res[name][k], fixed=WIDE)
+model_clean = value("model_nonfinite_wide", sum(res["bf16"]) + sum(res["fp32"]), fixed=WIDE)
 sanity("model_fp16_breaks", res["fp16"][0] + res["fp16"][1] == res["fp16"][2] > 0 and model_clean == 0,
        "in fp16 every parameter whose second moment flushed is inf or nan after the step; in bf16 and fp32 none is",
        operands=(res["fp16"][2], res["fp16"][0] + res["fp16"][1]), relation=("equal", "not"))
@@ -188,6 +193,14 @@ for k, s in enumerate(scales):
     fp16_col.append((s, r16))
     # below the first moment's flush point m is 0 and the update 0 / eps is 0 for any eps and learning rate
     value(f"u16h_{k}", r16h, fixed="m flushes to zero in fp16 at this gradient: 0 / eps" if s <= g_m else None)
+g16_scales = [torch.tensor(s).to(HF).item() for s in scales]
+value("g16_1e7", g16_scales[3], fixed="1e-7 rounded to fp16: a property of the format")
+n_g16_zero = value("n_scales_g16_zero", sum(g == 0 for g in g16_scales),
+                   fixed="the table's gradient sizes under half fp16's smallest subnormal")
+sanity("small_g_rounds_zero", all((g == 0) == (s < half_sub) for s, g in zip(scales, g16_scales, strict=True))
+       and 0 < g16_scales[3] <= g_m,
+       "the table's gradients under 2^-25 are themselves zero in fp16; 1e-7 is not, but lies under the first "
+       "moment's flush point", operands=(g16_scales[4], 0.0), relation="smaller")
 g_m_hi = [s for s, r in fp16_col if math.isinf(r)]
 g_m_lo = [s for s, r in fp16_col if math.isnan(r)]
 sanity("fp16_column", len(g_m_hi) + len(g_m_lo) == len(scales) and min(g_m_hi) > g_m > max(g_m_lo),
@@ -200,13 +213,30 @@ e16h = value("eps_hi_in_fp16", torch.tensor(eps_hi).to(HF).item())
 dph, _, vh = adam_step(G, HF, lr, eps_hi)
 n_inf_h = value("n_inf_hi", int(dph.isinf().sum()), fixed="with eps in fp16 not zero, no update divides by zero")
 n_nan_h = value("n_nan_hi", int(dph.isnan().sum()), fixed="with eps in fp16 not zero, no update divides by zero")
-over = dph.abs() > 1.01 * lr
-n_over = value("n_over_lr_hi", int(over.sum()))
+vz_h = vh == 0
+n_vz_h = value("n_v_zero_hi", int(vz_h.sum()), fixed=PROBE)
+over = (dph.double().abs() > lr) & vz_h                       # compared with the learning rate in float64
+n_over = value("n_over_lr_hi", int(over.sum()),
+               fixed="the fp16 gradients between eps_hi and g_v whose rounded update exceeds lr; independent of lr, "
+               "and a 1% nudge of eps_hi moves its fp16 value by one subnormal spacing, which the rounding of the "
+               "updates next to lr absorbs (5% gives 7,401)")
+# the second route: the update the formula gives where v = 0, lr / (1 - beta1) * m / eps, rounded once to fp16
+_, m_h, _ = adam_step(G, HF, lr, eps_hi)
+pred_upd = (lr / (1 - b1) * m_h.double() / e16h).to(HF).double()
+n_over_pred = int(((pred_upd.abs() > lr) & vz_h).sum())
 worst_over = value("max_over_lr_hi", dph.abs().max().item() / lr)
 value("pred_max_over", g_v / e16h)
-sanity("raised_eps_fp16", n_inf_h == n_nan_h == 0 < n_over and abs(worst_over / (g_v / e16h) - 1) < 0.01,
-       "raising eps to 1e-5 removes every inf and nan in fp16, but where v flushed the update is lr * g / eps, up to "
-       "g_v / eps times lr, larger than lr", operands=(worst_over, 1.0), relation=("larger", "not"))
+sanity("raised_eps_fp16", n_inf_h == n_nan_h == 0 < n_over == n_over_pred < n_vz_h
+       and abs(worst_over / (g_v / e16h) - 1) < 0.01,
+       "raising eps to 1e-5 removes every inf and nan in fp16, but where v flushed the update is lr * g / eps: "
+       "fewer than all of those updates are larger than lr, up to g_v / eps times it",
+       operands=(n_over, n_over_pred), relation=("larger", "smaller", "not", "equal"))
+# above the flush point v is a subnormal with few significant bits: updates there still exceed lr
+ratio_h = dph.double().abs() / lr
+k_top = int(torch.where(vz_h, torch.zeros_like(ratio_h), ratio_h).argmax())
+top_vnz = value("max_over_lr_hi_vnonzero", ratio_h[k_top].item())
+sanity("coarse_v_overshoots", not vz_h[k_top] and 0 < vh[k_top].item() < fh.smallest_normal and top_vnz > 1.1,
+       "where v is a non-zero subnormal the update still exceeds lr", operands=(top_vnz, 1.0), relation="larger")
 # on the real model, fp32 state: share of updates under lr/2 for each eps
 halves = []
 for j, e in enumerate((eps, eps_mid, eps_hi)):
@@ -216,6 +246,37 @@ for j, e in enumerate((eps, eps_mid, eps_hi)):
     value(f"model_max_update_{j}", dp.abs().max().item())
     halves.append((float((dp.abs() < lr / 2).float().mean()), float((g_all.abs() < e).float().mean())))
     print(f"  eps {e:g}: share of updates under half the learning rate {float((dp.abs() < lr / 2).float().mean()):.4%}")
+# -- Other implementations: fused=True on the CPU ---------------------------------------------------------------
+dpf, _, vf = adam_step(G, HF, lr, eps, fused=True)
+dpe, _, _ = adam_step(G, HF, lr, eps, foreach=True)
+vzf = vf == 0
+n_vzero_fused = value("n_v_zero_fused", int(vzf.sum()), fixed=PROBE)
+g_v_fused = value("g_v_fused", G[vzf].max().item(), fixed=PROBE)
+nonfin_fused = value("n_nonfinite_fused", int((~dpf.isfinite()).sum()),
+                     fixed="the fused step divides in fp32, where eps is not zero")
+n_inf_fe = value("n_inf_foreach", int(dpe.isinf().sum()), fixed=PROBE)
+n_nan_fe = value("n_nan_foreach", int(dpe.isnan().sum()), fixed=PROBE)
+uf = dpf.double().abs() / lr
+value("fused_min_over_lr", uf.min().item(), fixed=PROBE)
+value("fused_max_over_lr", uf.max().item(), fixed=PROBE)
+# the second route: the fp32 first-step formula lr * g / (g + eps), rounded once to fp16
+ref_f = (lr * G / (G + eps)).to(HF).double()
+fused_rel = ((dpf.double().abs() - ref_f).abs() / ref_f).max().item()
+print(f"\nfused=True, fp16 state: v = 0 for {n_vzero_fused:,} (g <= {g_v_fused:.4e}), non-finite {nonfin_fused}, "
+      f"|update|/lr {uf.min():.4f} to {uf.max():.4f}; max rel. diff from the fp32 formula {fused_rel:.2e}")
+sanity("fused_same_flush", n_vzero_fused == n_vzero and g_v_fused == g_v and n_inf_fe == n_inf
+       and n_nan_fe == n_nan, "with fused=True the stored v is zero for the same gradients, the flush point does "
+       "not move; foreach=True gives the same inf and nan counts as the single-tensor step",
+       operands=(g_v_fused, g_v), relation="not")
+sanity("fused_no_division_by_zero", nonfin_fused == 0 < n_inf and fused_rel <= 2.0**-10,
+       "the fused step leaves no inf or nan: its update equals the fp32 formula lr * g / (g + eps) rounded to fp16",
+       operands=(nonfin_fused, n_inf), relation=("equal", "not"))
+dpm = torch.cat([adam_step(g, HF, lr, eps, p0=p, fused=True)[0].flatten() for p, g in zip(params, grads, strict=True)])
+model_fused = value("model_nonfinite_fused", int((~dpm.isfinite()).sum()),
+                    fixed="the fused step divides in fp32, where eps is not zero")
+sanity("model_fused_clean", model_fused == 0 < res["fp16"][0], "on the MLP with fp16 state fused=True leaves "
+       "no parameter non-finite, where the single-tensor step leaves almost all",
+       operands=(model_fused, res["fp16"][0]), relation="not")
 sanity("model_half_is_share", all(a == b for a, b in halves) and halves[0][0] < halves[1][0] < halves[2][0],
        "the share of the MLP's updates below lr/2 is equal to the share of its gradients below eps, and grows with eps",
        operands=halves[2], relation=("equal", "grows"))

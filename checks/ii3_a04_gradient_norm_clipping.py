@@ -36,12 +36,13 @@ C = given("C", 10)
 B = given("B", 64)
 seed = given("seed", 0, nudge=0)
 max_norm = given("max_norm", 1.0)
+data_offset = given("data_offset", 1000)
 
 
 def make(seed):
     torch.manual_seed(seed)
     net = nn.Sequential(nn.Linear(d, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, C))
-    gen = torch.Generator().manual_seed(seed + 1000)
+    gen = torch.Generator().manual_seed(seed + data_offset)
     teacher = torch.randn(d, C, generator=gen)
     return net, gen, teacher
 
@@ -183,8 +184,6 @@ sanity("accumulates_wide", n_torch.item() == n_ref.item() and g16.float().pow(2)
 # an inf total norm: the clip multiplies by max_norm / inf = 0 and zeroes every gradient
 tn, p = norm16(x_inf)
 zeroed = value("n_zeroed", int((p.grad == 0).sum()))
-sanity("inf_norm_zeroes", torch.isinf(tn) and zeroed == n16, "an inf total norm makes the coefficient zero: every "
-       "gradient element is zero after the clip", operands=(zeroed, n16), relation="equal")
 # several tensors, each finite, whose total overflows when the norms are stacked in fp16
 k16 = given("k16", 4)
 ps = [nn.Parameter(torch.zeros(n16, dtype=HF)) for _ in range(k16)]
@@ -195,10 +194,14 @@ each = [torch.linalg.vector_norm(q.grad).item() for q in ps]
 tot_k = clip_grad_norm_(ps, max_norm)
 value("each_norm", each[0])
 value("stack_total_fp32", math.sqrt(sum(e * e for e in each)))
+zeroed_k = value("n_zeroed_stack", sum(int((q.grad == 0).sum()) for q in ps))
 sanity("stack_overflows", all(math.isfinite(e) for e in each) and torch.isinf(tot_k),
        "each tensor's norm is finite, and the total of the stacked fp16 norms overflows to inf",
        operands=(each[0], fp16_max),
        relation="not")
+sanity("inf_norm_zeroes", torch.isinf(tn) and zeroed == n16 and torch.isinf(tot_k) and zeroed_k == k16 * n16,
+       "an inf total norm makes the coefficient zero: every gradient element is zero after the clip, in the single "
+       "tensor and in the stacked case", operands=(zeroed, n16), relation="equal")
 try:
     q = nn.Parameter(torch.zeros(n16, dtype=HF))
     q.grad = torch.full((n16,), x_inf, dtype=HF)
@@ -240,13 +243,16 @@ sanity("recipe_overflows", nonfin2 == n_p2 and torch.isnan(tn2), "after unscale_
        "overflowed backward pass is inf or nan, equal to the parameter count, and the total norm is nan",
        operands=(nonfin2, n_p2), relation="equal")
 scaler.step(opt2)
-scaler.update()
 kept = all(torch.equal(a, b.detach()) for a, b in zip(w0, net2.parameters(), strict=True))
+scale_after_step = scaler.get_scale()                         # step() skips; the scale is still the initial one
+scaler.update()
 value("recipe_scale_after", scaler.get_scale())
 value("recipe_scale_before", 2.0**scale0)
-sanity("scaler_skips", not torch.isfinite(tn2) and nonfin2 > 0 and kept and scaler.get_scale() == 2.0 ** (scale0 - 1),
-       "with an inf in the scaled gradients the clip's norm is not finite, but GradScaler skips the step: the weights "
-       "are unchanged and the scale halves", operands=(scaler.get_scale(), 2.0**scale0), relation=("half", "not"))
+sanity("scaler_skips", not torch.isfinite(tn2) and nonfin2 > 0 and kept and scale_after_step == 2.0**scale0
+       and scaler.get_scale() == 2.0 ** (scale0 - 1),
+       "with an inf in the scaled gradients the clip's norm is not finite, but scaler.step skips the step: the "
+       "weights are unchanged; scaler.update then halves the scale", operands=(scaler.get_scale(), 2.0**scale0),
+       relation=("half", "not"))
 row("recipe: total norm after unscale_", f"{tn2.item()}")
 
 # -- Step 5: how often a real run clips ---------------------------------------------------------------------------

@@ -143,7 +143,7 @@ for k in ("block", "outside"):
     print(f"  {k:<32}{plain[k]:>14,}{ck[k]:>14,}")
 tot_plain, tot_ck = plain["block"] + plain["outside"], ck["block"] + ck["outside"]
 print(f"  {'total':<32}{tot_plain:>14,}{tot_ck:>14,}")
-print(f"  one block, plain: {per_block:,.0f} B; formula 64sbh + 4as^2b + s^2 + 16sb = {block_formula:,} B")
+print(f"  one block, plain: {per_block:,.0f} B; II.1.A02's closed form in fp32: {block_formula:,} B")
 value("block_bytes", per_block, unit="B")
 value("block_formula_bytes", block_formula, unit="B")
 sanity("block_formula_exact", per_block == block_formula,
@@ -179,23 +179,25 @@ sanity("recompute_once_each_reverse", re_ck == list(range(L))[::-1] and fwd_plai
 # -- work: FlopCounterMode over forward and backward --------------------------------------------------------
 fwd_block = 24 * sbh * h + 4 * b * s * s * h          # 2 x tokens x 12h^2 weights, plus QK^T and PV: 2 x 2bs^2h
 fwd_head = 2 * s * b * h * V
+re_block = 16 * sbh * h + 4 * b * s * s * h          # early stop: the block less its last matmul (below)
 print(f"\n  FLOPs            {'forward':>16}{'backward':>16}{'total':>16}")
 for name, f in (("plain", f_plain), ("checkpointed", f_ck)):
     print(f"  {name:<17}{f[0]:>16,}{f[1]:>16,}{sum(f):>16,}")
-print(f"  closed form: forward = L(24sbh^2 + 4bs^2h) + 2sbhV = {L * fwd_block + fwd_head:,}")
+print(f"  closed form of the forward pass: {L * fwd_block + fwd_head:,}; of one block's recompute {re_block:,},"
+      f" of its forward {fwd_block:,}")
 value("fwd_gflop", f_plain[0] / 1e9)
 value("fwd_block_mflop", fwd_block / 1e6)
 value("attn_share", 4 * b * s * s * h / fwd_block)
 # torch stops a block's recompute as soon as the last tensor its backward needs is saved again (early stop, the
 # default): the block's last matmul (mlp_proj, 2 x tokens x 4h x h = 8 sbh^2) saves its input before it runs, so it
 # is not repeated; with early stop off the whole block forward runs again
-re_block = 16 * sbh * h + 4 * b * s * s * h
 print(f"  early stop off   {f_full[0]:>16,}{f_full[1]:>16,}{sum(f_full):>16,}")
 sanity("flops_closed_form", f_plain[0] == f_ck[0] == f_full[0] == L * fwd_block + fwd_head
        and f_plain[1] == 2 * f_plain[0] and f_ck[1] == 2 * f_plain[0] + L * re_block
        and f_full[1] == 2 * f_plain[0] + L * fwd_block,
        "forward = L(24sbh^2 + 4bs^2h) + 2sbhV; backward = 2 x forward, plus L(16sbh^2 + 4bs^2h) recomputed "
-       "with early stop, L(24sbh^2 + 4bs^2h) without", operands=(f_ck[1] - f_plain[1], L * re_block), relation="equal")
+       "with early stop, L(24sbh^2 + 4bs^2h) without", operands=(f_ck[1] - f_plain[1], L * re_block),
+       relation=("equal", "twice"))
 value("re_block_mflop", re_block / 1e6)
 value("re_share", re_block / fwd_block)
 units_plain = value("units_plain", sum(f_plain) / f_plain[0], fixed="a backward pass of matrix products is two of them per forward one: set by the operations, not the sizes")

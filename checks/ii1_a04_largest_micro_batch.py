@@ -137,7 +137,7 @@ print(f"  {'one block':<36}{blk_count:>14,.0f}{blk_formula:>14,.0f}")
 print(f"  {'outside the blocks':<36}{plain['outside']:>14,}{out_formula:>14,}")
 print(f"  {'checkpointed: all kept':<36}{ck['block'] + ck['outside']:>14,}"
       f"{L_s * 2 * s_s * b_s * h_s + out_formula:>14,}")
-print(f"  logits in flight: bf16 {LOGITS['bf16']:,} B + fp32 copy {LOGITS['fp32']:,} B = {trans:,} B = 6 s b V")
+print(f"  logits in flight: bf16 {LOGITS['bf16']:,} B + fp32 copy {LOGITS['fp32']:,} B = {trans:,} B")
 value("small_block_bytes", blk_count, unit="B")
 value("small_outside_bytes", plain["outside"], unit="B")
 value("small_logsoftmax_share", 4 * s_s * b_s * V_s / plain["outside"])
@@ -229,6 +229,13 @@ for key, c in (("cuda", cap), ("low", lo_mib * MiB), ("high", hi_mib * MiB), ("r
 bp, bc = res["cuda"]
 value("b_plain", bp)
 value("b_ckpt", bc)
+value("b_plain_exact", (cap - state - const_plain) / per_seq_plain)
+value("b_ckpt_exact", (cap - state - const_ck) / per_seq_ck)
+sanity("ratios_differ", bc / bp != per_seq_plain / per_seq_ck and bp < (cap - state - const_plain) / per_seq_plain,
+       "the ratio of the answers differs from the ratio of the per-sequence figures: each answer rounds down",
+       operands=(bc / bp, per_seq_plain / per_seq_ck), relation="differs")
+value("b_plain_next", bp + 1)
+value("b_ckpt_next", bc + 1)
 value("need_plain_gb", need(bp, False) / GB)
 value("need_plain_next_gb", need(bp + 1, False) / GB)
 value("need_ckpt_gb", need(bc, True) / GB)
@@ -251,8 +258,8 @@ sanity("range_insensitive", res["low"] == res["high"] == res["cuda"],
        "the same b at both ends of the CUDA totals' range", operands=(res["low"], res["high"]), relation="equal")
 # how far the totals are from moving b: the capacity at which b would change, below and above
 for key, per, bb in (("plain", per_seq_plain, bp), ("ckpt", per_seq_ck, bc)):
-    value(f"slack_{key}_mib", (cap - need(bb, key == "ckpt")) / MiB)
-    value(f"to_next_{key}_mib", (need(bb + 1, key == "ckpt") - cap) / MiB)
+    value(f"slack_{key}_mib", round((cap - need(bb, key == "ckpt")) / MiB))      # whole MiB
+    value(f"to_next_{key}_mib", round((need(bb + 1, key == "ckpt") - cap) / MiB))
 value("b_plain_reserve", res["reserve"][0])
 value("b_ckpt_reserve", res["reserve"][1])
 sanity("reserve_effect", res["reserve"][0] <= bp and res["reserve"][1] < bc,

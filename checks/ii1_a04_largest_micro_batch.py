@@ -69,7 +69,13 @@ class GPT2(nn.Module):
         logits = self.ln_f(x) @ self.wte.weight.t()            # the head, tied to the token embedding: bf16
         logits32 = logits.float()                              # autocast runs cross_entropy in fp32
         LOGITS["bf16"], LOGITS["fp32"] = logits.nbytes, logits32.nbytes
-        return F.cross_entropy(logits32.flatten(0, 1), targets.flatten())
+        # cross_entropy is nll_loss(log_softmax(x)): written as the two, so that hooks can read the gradients
+        # the backward pass makes of the log-probabilities and of the fp32 logits
+        logp = F.log_softmax(logits32, dim=-1)
+        if logp.requires_grad:
+            logp.register_hook(lambda gr: LOGITS.__setitem__("grad_logp", gr.nbytes))
+            logits32.register_hook(lambda gr: LOGITS.__setitem__("grad_fp32", gr.nbytes))
+        return F.nll_loss(logp.flatten(0, 1), targets.flatten())
 
 
 def saved(model, idx, targets, ckpt):
@@ -130,14 +136,17 @@ ck, loss_c = saved(small, idx, targets, True)
 blk_count = plain["block"] / L_s
 blk_formula = b_s * layer_bytes(s_s, h_s, a_s) + s_s * s_s                    # + the causal mask, once
 out_formula = b_s * outside_bytes(s_s, h_s, V_s) + 8 * s_s + 4   # + the position ids and cross_entropy's total weight
-trans = LOGITS["bf16"] + LOGITS["fp32"]
+trans = LOGITS["bf16"] + LOGITS["fp32"]                   # forward: the logits and their fp32 copy
+trans_bw = LOGITS["grad_logp"] + LOGITS["grad_fp32"]       # backward: the two gradients log_softmax's backward holds
 print(f"Small GPT-2 in bf16: V={V_s}, h={h_s}, a={a_s}, L={L_s}, s={s_s}, b={b_s}, dropout p={p}")
 print(f"  {'bytes autograd saves':<36}{'counted':>14}{'closed form':>14}")
 print(f"  {'one block':<36}{blk_count:>14,.0f}{blk_formula:>14,.0f}")
 print(f"  {'outside the blocks':<36}{plain['outside']:>14,}{out_formula:>14,}")
 print(f"  {'checkpointed: all kept':<36}{ck['block'] + ck['outside']:>14,}"
       f"{L_s * 2 * s_s * b_s * h_s + out_formula:>14,}")
-print(f"  logits in flight: bf16 {LOGITS['bf16']:,} B + fp32 copy {LOGITS['fp32']:,} B = {trans:,} B")
+print(f"  logits in flight, forward: bf16 {LOGITS['bf16']:,} B + fp32 copy {LOGITS['fp32']:,} B = {trans:,} B")
+print(f"  logits in flight, backward: gradient of the log-probabilities {LOGITS['grad_logp']:,} B + of the fp32 "
+      f"logits {LOGITS['grad_fp32']:,} B = {trans_bw:,} B")
 value("small_block_bytes", blk_count, unit="B")
 value("small_outside_bytes", plain["outside"], unit="B")
 value("small_logsoftmax_share", 4 * s_s * b_s * V_s / plain["outside"])
@@ -150,8 +159,11 @@ sanity("outside_formula", plain["outside"] == out_formula,
 sanity("ckpt_formula", ck["block"] == 0 and ck["outside"] == L_s * 2 * s_s * b_s * h_s + out_formula,
        "with checkpointing the blocks keep only their bf16 inputs, 2sbh bytes each", relation="equal",
        operands=(ck["outside"] - out_formula, L_s * 2 * s_s * b_s * h_s))
-sanity("logits_in_flight", trans == 6 * s_s * b_s * V_s, "the bf16 logits and their fp32 copy are 6 sbV bytes",
-       operands=(trans, 6 * s_s * b_s * V_s), relation="equal")
+sanity("logits_in_flight", trans == 6 * s_s * b_s * V_s and trans_bw == 8 * s_s * b_s * V_s,
+       "the bf16 logits and their fp32 copy are 6 sbV bytes; the two fp32 gradients of the loss's backward 8 sbV",
+       operands=(trans_bw, 8 * s_s * b_s * V_s), relation=("equal", "larger"))
+value("small_fwd_in_flight", trans, unit="B")
+value("small_bwd_in_flight", trans_bw, unit="B")
 sanity("same_loss", loss_p == loss_c, "the checkpointed forward computes the same loss", relation="equal",
        operands=(loss_c, loss_p))
 
@@ -171,7 +183,7 @@ sanity("N_meta", sum(q.numel() for q in meta.parameters()) == N, "the meta-devic
 state = per_param * N
 A = layer_bytes(s, h, a)
 O = outside_bytes(s, h, V)
-T = 6 * s * V
+T = max(6 * s * V, 8 * s * V)                         # the larger of the two, per sequence: the backward's
 inp = 2 * s * h
 value("state_gb", state / GB)
 value("layer_mb", A / MB)
@@ -179,6 +191,7 @@ value("layers_gb", L * A / GB)
 value("outside_mb", O / MB)
 value("logsoftmax_mb", 4 * s * V / MB)
 value("logits_mb", T / MB)
+value("logits_fwd_mb", 6 * s * V / MB)
 value("inputs_mb", L * inp / MB)
 per_seq_plain = L * A + O + T
 per_seq_ck = L * inp + O + max(A, T)
@@ -260,6 +273,9 @@ sanity("range_insensitive", res["low"] == res["high"] == res["cuda"],
 for key, per, bb in (("plain", per_seq_plain, bp), ("ckpt", per_seq_ck, bc)):
     value(f"slack_{key}_mib", round((cap - need(bb, key == "ckpt")) / MiB))      # whole MiB
     value(f"to_next_{key}_mib", round((need(bb + 1, key == "ckpt") - cap) / MiB))
+sanity("ckpt_slack_smaller", cap - need(bc, True) < cap - need(bp, False),
+       "the checkpointed answer leaves less room under the total than the plain one",
+       operands=(cap - need(bc, True), cap - need(bp, False)), relation="smaller")
 value("b_plain_reserve", res["reserve"][0])
 value("b_ckpt_reserve", res["reserve"][1])
 sanity("reserve_effect", res["reserve"][0] <= bp and res["reserve"][1] < bc,

@@ -88,16 +88,15 @@ def forward_saving(model, idx, targets, ckpt):
 
 
 V = given("V", 512)
-C = given("C", 256)
 h = given("h", 128, nudge=8)          # the heads must divide the width
-a = given("a", 4)
+a = given("a", 4, nudge=4)            # 8 heads still divide the width
 L = given("L", 4)
 s = given("s", 128, nudge=8)          # a whole number of positions within C
 b = given("b", 4)
 seed = given("seed", 0, nudge=0)
 
 torch.manual_seed(seed)
-model = GPT(V, C, h, a, L)
+model = GPT(V, s, h, a, L)                 # as many positions as tokens
 g = torch.Generator().manual_seed(seed)
 idx = torch.randint(0, V, (b, s), generator=g)
 targets = torch.randint(0, V, (b, s), generator=g)
@@ -268,6 +267,7 @@ xl_plain = value("xl_plain_gb", LX * layer / GB)
 xl_ck = value("xl_ckpt_gb", (LX * inp + layer) / GB)
 value("xl_saving", LX * layer / (LX * inp + layer))
 value("xl_layer_over_input", layer / inp)
+value("xl_score_share", quad * aX * sX / hX / (lin + quad * aX * sX / hX))   # the score-sized part of the formula
 print(f"\nGPT-2 XL (h={hX}, a={aX}, L={LX}) at s={sX}, b={bX}, bf16: one layer {layer / MB:.1f} MB, its input "
       f"{inp / MB:.2f} MB; plain {xl_plain:.2f} GB, checkpointed {xl_ck:.3f} GB")
 sanity("xl_ckpt_smaller", LX * inp + layer < LX * layer and inp < layer,

@@ -182,19 +182,19 @@ sanity("N_meta", sum(q.numel() for q in meta.parameters()) == N, "the meta-devic
        operands=(sum(q.numel() for q in meta.parameters()), N), relation="equal")
 state = per_param * N
 A = layer_bytes(s, h, a)
-O = outside_bytes(s, h, V)
+OUT = outside_bytes(s, h, V)
 T = max(6 * s * V, 8 * s * V)                         # the larger of the two, per sequence: the backward's
 inp = 2 * s * h
 value("state_gb", state / GB)
 value("layer_mb", A / MB)
 value("layers_gb", L * A / GB)
-value("outside_mb", O / MB)
+value("outside_mb", OUT / MB)
 value("logsoftmax_mb", 4 * s * V / MB)
 value("logits_mb", T / MB)
 value("logits_fwd_mb", 6 * s * V / MB)
 value("inputs_mb", L * inp / MB)
-per_seq_plain = L * A + O + T
-per_seq_ck = L * inp + O + max(A, T)
+per_seq_plain = L * A + OUT + T
+per_seq_ck = L * inp + OUT + max(A, T)
 const_plain = L * s * s + 8 * s + 4                  # the causal masks, the position ids, the loss's total weight
 const_ck = s * s + 8 * s + 4                         # one block's mask, while it is recomputed
 value("per_seq_plain_gb", per_seq_plain / GB)
@@ -208,8 +208,8 @@ def need(b, ckpt):
     """Bytes of a step at micro-batch b: the training state, what autograd keeps, and the larger of the two
     things that come and go (the logits in flight at the loss; one block's activations while it is recomputed)."""
     if ckpt:
-        return state + b * (L * inp + O) + max(b * A + s * s, b * T) + 8 * s + 4
-    return state + b * (L * A + O + T) + const_plain
+        return state + b * (L * inp + OUT) + max(b * A + s * s, b * T) + 8 * s + 4
+    return state + b * (L * A + OUT + T) + const_plain
 
 
 def largest(cap, ckpt):
@@ -228,7 +228,7 @@ cap = cap_mib * MiB
 value("cap_gb", cap / GB)
 value("room_gb", (cap - state) / GB)
 print(f"\nGPT-2 XL: N = {N:,}; state {state / GB:.2f} GB; per sequence at s = {s}: one layer {A / MB:.1f} MB, "
-      f"outside {O / MB:.1f} MB, logits in flight {T / MB:.1f} MB")
+      f"outside {OUT / MB:.1f} MB, logits in flight {T / MB:.1f} MB")
 print(f"  per sequence: plain {per_seq_plain / GB:.3f} GB, checkpointed {per_seq_ck / MB:.1f} MB")
 print(f"  {'capacity':<40}{'plain b':>10}{'checkpointed b':>16}")
 res = {}
@@ -256,7 +256,8 @@ value("need_plain_next_gb", need(bp + 1, False) / GB)
 value("need_ckpt_gb", need(bc, True) / GB)
 value("need_ckpt_next_gb", need(bc + 1, True) / GB)
 value("b_gain", bc / bp)
-sanity("plain_fits", need(bp, False) <= cap < need(bp + 1, False) and bp == (cap - state - const_plain) // per_seq_plain,
+sanity("plain_fits", need(bp, False) <= cap < need(bp + 1, False)
+       and bp == (cap - state - const_plain) // per_seq_plain,
        "without checkpointing b fits and b + 1 does not", operands=(need(bp, False), cap), relation="smaller")
 sanity("plain_next_does_not_fit", need(bp + 1, False) > cap, "b + 1 does not fit", operands=(need(bp + 1, False), cap),
        relation="larger")
@@ -272,7 +273,7 @@ value("range_mib", hi_mib - lo_mib)
 sanity("range_insensitive", res["low"] == res["high"] == res["cuda"],
        "the same b at both ends of the CUDA totals' range", operands=(res["low"], res["high"]), relation="equal")
 # how far the totals are from moving b: the capacity at which b would change, below and above
-for key, per, bb in (("plain", per_seq_plain, bp), ("ckpt", per_seq_ck, bc)):
+for key, bb in (("plain", bp), ("ckpt", bc)):
     value(f"slack_{key}_mib", round((cap - need(bb, key == "ckpt")) / MiB))      # whole MiB
     value(f"to_next_{key}_mib", round((need(bb + 1, key == "ckpt") - cap) / MiB))
 sanity("ckpt_slack_smaller", cap - need(bc, True) < cap - need(bp, False),
@@ -282,3 +283,16 @@ value("b_plain_reserve", res["reserve"][0])
 value("b_ckpt_reserve", res["reserve"][1])
 sanity("reserve_effect", res["reserve"][0] <= bp and res["reserve"][1] < bc,
        "a reserve lowers the checkpointed b", operands=(res["reserve"][1], bc), relation="smaller")
+
+# on CUDA the LayerNorm keeps its mean and rstd in fp32 (8 bytes a token each LayerNorm pair more than bf16 on
+# this CPU): 8 sb bytes more per layer; and a model that keeps the causal mask as a buffer holds it anyway, so it
+# need not count as activation memory. Neither moves an answer.
+gpu_stats = L * 8 * s                                 # per sequence, over the L layers
+value("gpu_stats_mb", gpu_stats / MB)
+value("masks_mb", L * s * s / MB)
+b_gpu = ((cap - state - const_plain) // (per_seq_plain + gpu_stats),
+         (cap - state - const_ck) // per_seq_ck)   # the checkpointed peak is the logits', larger than A + 8s
+b_nomask = ((cap - state - const_plain + L * s * s) // per_seq_plain, (cap - state - const_ck + s * s) // per_seq_ck)
+sanity("stats_masks_no_effect", b_gpu == (bp, bc) == b_nomask and A + 8 * s < T,
+       "fp32 LayerNorm statistics, or masks not counted, leave both answers the same",
+       operands=(b_gpu, (bp, bc)), relation="equal")

@@ -311,8 +311,8 @@ tc = estimate("t_ckpt_ms", [1000 * t for t in t_ck], unit="ms", n=REPEATS * ITER
 rt = estimate("time_ratio", ratios, n=REPEATS * ITERS, measured="checkpointed over plain step time, " + what)
 print(f"\n  step time: plain {tp:.1f} ms ({tp.lo:.1f}-{tp.hi:.1f}), checkpointed {tc:.1f} ms ({tc.lo:.1f}-{tc.hi:.1f});"
       f" ratio {rt:.3f} ({rt.lo:.3f}-{rt.hi:.3f}); FLOP ratio {sum(f_ck) / sum(f_plain):.3f}")
-sanity("time_overhead_bounded", rt.lo >= 1.1 and rt.hi < 1.8,
-       "the checkpointed step takes longer, at least 1.1x and under 1.8x", operands=(float(rt), 1.0), relation="larger")
+sanity("time_overhead_bounded", rt.lo > 1.0 and rt.hi < 2.0,
+       "the checkpointed step takes longer, under twice as long", operands=(float(rt), 1.0), relation="larger")
 
 # -- GPT-2 XL -----------------------------------------------------------------------------------------------
 hX = fact("gpt2_xl_hidden", "hX", nudge=25)           # the heads must divide the width

@@ -150,7 +150,13 @@ sanity("bwd_twice_fwd", bwd_math == 2 * fwd_math and bwd_fused == 2 * fwd_fused,
 sanity("only_products", ops_fused <= ops_math == {"aten.mm", "aten.bmm"},
        "the counter records only matrix products: norms, SiLU, softmax and the loss add nothing to it",
        operands=(len(ops_math), 2), relation="not")
-value("n_ops_counted", len(ops_math))
+value("n_ops_counted", len(ops_math), fixed="the counter's registry holds formulas for matrix products and convolutions only")
+ARCH = "a property of the arithmetic of training (forward, dX, dW), not of the sizes"
+value("fwd_per_weight", fwd_fused / n_tok / Nw_s, unit="FLOP", fixed="one multiply-add per weight per token: 2 FLOPs")
+value("bwd_over_fwd", bwd_math / fwd_math, fixed=ARCH)
+value("train_per_weight", (fwd_fused + bwd_fused) / n_tok / Nw_s, unit="FLOP", fixed=ARCH)
+value("attn_fwd_coeff", (fwd_math - fwd_fused) / n_tok / (L_s * T_s * d_s), fixed="two T x T x d products of 2 FLOPs a multiply-add")
+value("attn_coeff", (fwd_math + bwd_math - fwd_fused - bwd_fused) / n_tok / (L_s * T_s * d_s), fixed=ARCH)
 total_s = value("total_s", per["fwd_math_s"] + per["bwd_math_s"], unit="FLOP")
 six_nw_attn = 6 * Nw_s + 12 * L_s * T_s * d_s
 palm_s = value("palm_s", 6 * N_s + 12 * L_s * H_s * (d_s // H_s) * T_s, unit="FLOP")
@@ -187,6 +193,8 @@ value("down_fwd_s", 2 * L_s * d_s * f_s, unit="FLOP")
 hw_s = value("hw_s", (fwd_ck + bwd_ck) / n_tok, unit="FLOP")
 hw_full = value("hw_full_s", (fwd_full + bwd_full) / n_tok, unit="FLOP")
 value("hw_over_model_s", hw_s / total_s)
+value("ck_per_weight", (6 * Nb_s + extra_full - attn_fwd) / Nb_s, unit="FLOP", fixed=ARCH + ", plus one forward")
+value("ck_attn_coeff", (12 * L_s * T_s * d_s + attn_fwd) / (L_s * T_s * d_s), fixed=ARCH + ", plus one forward")
 value("hw_full_over_model_s", hw_full / total_s)
 print("\nWith every block checkpointed (use_reentrant=False), math backend, FLOPs per token")
 row("", "forward", "backward", "total")
@@ -260,3 +268,18 @@ sanity("ckpt_7b", fwd7f + bwd7f == (8 * Nb7 + 16 * L * T * d + 6 * V * d) * T
        and fwd7c + bwd7c == fwd7f + bwd7f - 2 * L * d * f * T,
        "checkpointing every block of Llama 2 7B adds one forward of the blocks: 8 N_b + 16 L T d + 6 d V",
        operands=(hw7f * 1e9, 8 * Nb7 + 16 * L * T * d + 6 * V * d), relation="equal")
+
+# -- variation: the context at which the attention term reaches a quarter of the count ---------------------
+def share_at(t):
+    """The attention share of Llama 2 7B's counted step at context t: counted with and without the math SDPA."""
+    s = torch.zeros(1, t, dtype=torch.long, device="meta")
+    fw, bw, _ = count(big, s)
+    return 12 * L * t * d / ((fw + bw) / t)
+
+
+T_q = value("T_quarter_7b", -(-Nw7 // (6 * L * d)))     # 12 L T d >= (6 N_w + 12 L T d) / 4  <=>  T >= N_w / (6 L d)
+s_at, s_below = share_at(T_q), share_at(T_q - 1)
+print(f"\nVariation: attention share {s_below:.4%} at T = {T_q - 1:,}, {s_at:.4%} at T = {T_q:,}")
+sanity("quarter_share_7b", s_below < 0.25 <= s_at and T_q > 2 * T,
+       "the counted share first reaches 1/4 at T = ceil(N_w / (6 L d)), longer than twice the trained context",
+       operands=(T_q, 2 * T), relation="larger")

@@ -40,6 +40,7 @@ tokens = torch.randint(0, V_s, (B_s, T_s), generator=torch.Generator().manual_se
 n_tok = value("n_tok_s", B_s * T_s)
 N_s = value("N_s", sum(p.numel() for p in small.parameters()))
 Nw_s = value("Nw_s", matrix_weights(small))
+value("Q_s", d_s // H_s)
 value("emb_s", small.embed_tokens.weight.numel())
 value("norm_s", sum(p.numel() for n, p in small.named_parameters() if "norm" in n))
 sanity("small_params_split", N_s == Nw_s + V_s * d_s + (2 * L_s + 1) * d_s,
@@ -62,9 +63,11 @@ row("SDPA math backend", f"{per['fwd_math_s']:,.0f}", f"{per['bwd_math_s']:,.0f}
 print("  ops counted:", sorted(ops_fused), sorted(ops_math))
 cpu_op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 sanity("fused_counts_no_attention", fwd_fused == 2 * Nw_s * n_tok and bwd_fused == 4 * Nw_s * n_tok
-       and cpu_op not in flop_registry and cpu_op.default not in flop_registry,
+       and cpu_op not in flop_registry and cpu_op.default not in flop_registry
+       and torch.ops.aten._scaled_dot_product_flash_attention in flop_registry
+       and torch.ops.aten._scaled_dot_product_efficient_attention in flop_registry,
        "with the CPU's fused SDPA kernel the counter records no attention FLOPs: that op has no formula in its "
-       "registry, so forward is 2 N_w and backward 4 N_w per token", operands=(per["fwd_fused_s"], 2 * Nw_s),
+       "registry (the GPU's flash and memory-efficient kernels have), so forward is 2 N_w and backward 4 N_w per token", operands=(per["fwd_fused_s"], 2 * Nw_s),
        relation="not")
 sanity("math_counts_attention", fwd_math == (2 * Nw_s + attn_fwd) * n_tok and bwd_math == 2 * fwd_math,
        "with the math backend the counter records Q K^T and P V over the full T x T: 2 N_w + 4 L T d forward, "
@@ -144,9 +147,9 @@ sanity("ckpt_eight", hw_full == 8 * Nb_s + 16 * L_s * T_s * d_s + 6 * V_s * d_s,
 
 # -- Llama 2 7B at its context, on the meta device ------------------------------------------------------
 V = fact("llama2_7b_vocab", "V")
-d = fact("llama2_7b_hidden", "d")
+d = fact("llama2_7b_hidden", "d", nudge=128)       # a nudge must keep d divisible by the heads
 L = fact("llama2_7b_layers", "L")
-H = fact("llama2_7b_heads", "H")
+H = fact("llama2_7b_heads", "H", nudge=32)          # 64 heads still divide d
 f = fact("llama2_7b_intermediate", "f")
 T = fact("llama2_7b_max_positions", "T")
 with torch.device("meta"):

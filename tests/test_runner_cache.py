@@ -337,3 +337,22 @@ def test_the_runner_reads_checks_and_their_output_as_utf8_whatever_the_locale(tm
     assert (status, stdout, stderr) == ("ok", "µs ≤ 2\n", "naïve\n"), stderr
     assert "checks/données.txt" in reads and parent is not None
     assert cells == {"cells": [], "error": "naïve ≤"}
+
+
+def test_a_cached_result_holds_while_the_facts_it_read_are_unchanged_whatever_else_the_facts_file_gains(
+        tmp_path: Path) -> None:
+    """Every check that reads a fact shares ``checks/facts.yml``: adding a fact for a new page, or editing one another
+    check reads, must not re-run them all. An edit to an entry the check read does."""
+    fact = "x:\n  value: 3\n  source: a datasheet\n  read: 2026-01-01\n"
+    other = "y:\n  value: 7\n  source: a paper\n  read: 2026-01-01\n"
+    root = project(tmp_path, a="from numbook.check import fact, value\nvalue('sq', fact('x', 'x') ** 2)\n")
+    facts = root / "checks/facts.yml"
+    facts.write_text(fact + other, encoding="utf-8")
+    first = Runner(root, cache_dir=".cache").result("a.py")
+    assert first.values == {"sq": 9} and first.reads["checks/facts.yml"].startswith("facts[x]:")
+    facts.write_text(fact + other.replace("7", "8") + "z:\n  value: 1\n  source: a config\n  read: 2026-01-02\n",
+                     encoding="utf-8")
+    assert Runner(root, cache_dir=".cache").result("a.py").cached is True
+    facts.write_text(fact.replace("3", "4") + other, encoding="utf-8")
+    again = Runner(root, cache_dir=".cache").result("a.py")
+    assert (again.cached, again.values) == (False, {"sq": 16})

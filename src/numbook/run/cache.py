@@ -33,9 +33,38 @@ import numbook.run.sandbox as sandbox
 from numbook.core.result import CheckHeader, CheckResult
 from numbook.run.executor import KEYED, MACHINERY
 
-__all__ = ["CACHE_VERSION", "ResultCache", "first_key", "relative"]
+__all__ = ["CACHE_VERSION", "ResultCache", "facts_digest", "first_key", "relative"]
 
 CACHE_VERSION = "4"   # 4: a result records the uncertainty of its measured values
+
+
+_FACTS_PREFIX = "facts["
+
+
+def _facts_keys(digest: str | None) -> list[str] | None:
+    if not digest or not digest.startswith(_FACTS_PREFIX) or "]:" not in digest:
+        return None
+    keys = digest[len(_FACTS_PREFIX):digest.index("]:")]
+    return keys.split(",") if keys else []
+
+
+def facts_digest(path: Path, keys: list[str]) -> str | None:
+    """``facts[k1,k2]:<hash>``: the hash of the entries ``keys`` of the facts file at ``path`` (each whole: value,
+    source, date read; an absent key hashes as absent), None without the file.
+
+    A check reads its facts through ``fact()``, one entry each; an edit to another entry of the shared file
+    changes nothing it computed, so a record that names its entries goes stale only when one of them changes.
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    keys = sorted(set(keys))
+    entries = {k: data.get(k) if isinstance(data, dict) else None for k in keys}
+    body = json.dumps(entries, sort_keys=True, default=str).encode()
+    return f"{_FACTS_PREFIX}{','.join(keys)}]:{hashlib.sha256(body).hexdigest()[:20]}"
 
 
 def relative(root: Path, path: Path) -> str:
@@ -71,6 +100,7 @@ class ResultCache:
         self.started = time.time()    # entries written since (another process's runs) are not this build's to prune
         self._guard = threading.Lock()
         self._hashes: dict[tuple[str, int, int, int], str | None] = {}
+        self._entries: dict[tuple[str, str, tuple[str, ...]], str | None] = {}   # facts digests by file content
 
     def keep(self, key: str) -> None:
         """Note a first key this build computed (pruning keeps its entry)."""
@@ -93,8 +123,22 @@ class ResultCache:
         return self._hashes[stamp]
 
     def fresh(self, reads: dict[str, str | None]) -> bool:
-        """Whether every file among ``reads`` (file -> its hash when it was read; None: absent) has that hash now."""
-        return all(self.file_hash(rel) == digest for rel, digest in reads.items())
+        """Whether every file among ``reads`` (file -> its hash when it was read; None: absent) has that hash now;
+        a facts file recorded by the entries the run took from it (``facts_digest``) is compared on those only."""
+        return all(self._now(rel, digest) == digest for rel, digest in reads.items())
+
+    def _now(self, rel: str, digest: str | None) -> str | None:
+        keys = _facts_keys(digest)
+        if keys is None:
+            return self.file_hash(rel)
+        whole = self.file_hash(rel)
+        if whole is None:
+            return None
+        with self._guard:
+            memo = (rel, whole, tuple(keys))
+            if memo not in self._entries:
+                self._entries[memo] = facts_digest(self.root / rel, keys)
+            return self._entries[memo]
 
     def load(self, key: str) -> CheckResult | None:
         """The cached result under ``key``, if every file its run read still has the hash it had."""

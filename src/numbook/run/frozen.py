@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from numbook.core.result import CheckResult, Status, read_header
-from numbook.run.cache import relative
+from numbook.run.cache import _facts_keys, facts_digest, relative
 from numbook.run.machine import nvidia_smi
 
 __all__ = ["FORMAT", "FileHash", "Replay", "frozen_path", "load_frozen", "replayed", "replay_file", "changed_reads",
@@ -131,35 +131,6 @@ def changed_reads(reads: dict[str, str | None], root: Path, file_hash: FileHash)
 
     return [f for f, digest in sorted(reads.items())
             if not (tool and f.startswith(tool)) and now(f, digest) != digest]
-
-
-_FACTS_PREFIX = "facts["
-
-
-def _facts_keys(digest: str | None) -> list[str] | None:
-    if not digest or not digest.startswith(_FACTS_PREFIX) or "]:" not in digest:
-        return None
-    keys = digest[len(_FACTS_PREFIX):digest.index("]:")]
-    return keys.split(",") if keys else []
-
-
-def facts_digest(path: Path, keys: list[str]) -> str | None:
-    """``facts[k1,k2]:<hash>``: the hash of the entries ``keys`` of the facts file at ``path`` (each whole: value,
-    source, date read; an absent key hashes as absent), None without the file.
-
-    A check reads its facts through ``fact()``, one entry each; an edit to another entry of the shared file
-    changes nothing it computed, so a record that names its entries goes stale only when one of them changes.
-    """
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError):
-        return None
-    keys = sorted(set(keys))
-    entries = {k: data.get(k) if isinstance(data, dict) else None for k in keys}
-    body = json.dumps(entries, sort_keys=True, default=str).encode()
-    return f"{_FACTS_PREFIX}{','.join(keys)}]:{hashlib.sha256(body).hexdigest()[:20]}"
 
 
 def narrow_facts(reads: dict[str, str | None], res: CheckResult, root: Path, file_hash: FileHash,

@@ -175,6 +175,9 @@ class Runner:
                                 measurements=frozen.replay_file(replay) if replay is not None else None)
         if replay is not None:   # derived on this build from frozen measurements: labelled so, and never cached
             return frozen.replayed(replay, base, root=self.root, file_hash=self.file_hash)
+        facts_file = self.rel(self.checks_dir / "facts.yml")
+        if base.facts and facts_file in base.reads:   # cached by the entries it took: another entry's edit keeps it
+            base.reads = frozen.narrow_facts(base.reads, base, self.root, self.file_hash, facts_file)
         self.cache.store(base, perturb=perturb)
         return base
 

@@ -143,7 +143,7 @@ r_1b = value("r_1b", D_1b / 1e9)
 value("N_ch_b", N_ch / 1e9)
 value("D_ch_t", D_ch / 1e12)
 value("D_1b_b", D_1b / 1e9)
-value("C_ch", 6 * N_ch * D_ch)
+value("C_ch", 6 * N_ch * D_ch, unit="FLOP")
 print(f"\nChinchilla: {N_ch / 1e9:.0f}B parameters on {D_ch / 1e12:.1f}T tokens = {r_ch:.1f} tokens per parameter; "
       f"Table 3, 1B parameters: {D_1b / 1e9:.1f}B tokens = {r_1b:.1f} per parameter")
 
@@ -155,8 +155,9 @@ f = fact("llama2_7b_intermediate", "f")
 T = fact("llama2_7b_max_positions", "T")
 D = fact("llama2_7b_train_tokens", "D")
 gpu_hours = fact("llama2_7b_gpu_hours", "gpu_hours")
-peak = fact("a100_sxm_bf16_dense_tflops", "peak_tflops")
+peak = fact("a100_sxm_bf16_dense_tflops", "peak_tflops", unit="TFLOP/s")
 n_gpu = given("n_gpu", 1024)
+value("n_gpu_2x", 2 * n_gpu)
 mfu = given("mfu", 0.40)
 
 N, Nmm = counts(V, d, L, f)
@@ -164,9 +165,9 @@ N = value("N_7b", N)
 value("N_7b_b", N / 1e9)
 value("Nmm_7b_b", Nmm / 1e9)
 value("D_t", D / 1e12)
-C = value("C_6nd", 6 * N * D)
+C = value("C_6nd", 6 * N * D, unit="FLOP")
 per_tok_7b = 6 * Nmm + 12 * L * T * d
-C_count = value("C_count", per_tok_7b * D)
+C_count = value("C_count", per_tok_7b * D, unit="FLOP")
 attn_share = value("attn_share_7b", 12 * L * T * d / (6 * N))
 value("count_over_6n", per_tok_7b / (6 * N))
 value("attn_per_tok_g", 12 * L * T * d / 1e9)
@@ -176,6 +177,7 @@ row("C = 6 N D", f"{C:.3e} FLOPs")
 row("(6 N_mm + 12 L T d) D", f"{C_count:.3e} FLOPs", f"{per_tok_7b / (6 * N):.3f} x 6ND")
 
 D_opt = value("D_opt_b", r_ch * N / 1e9)
+value("D_opt", r_ch * N)
 over = value("over_chinchilla", D / (r_ch * N))
 value("D_opt_1b_rule_b", r_1b * N / 1e9)
 row("Chinchilla's tokens for 7B", f"{D_opt:.1f} B", f"trained on {over:.1f} x that")
@@ -205,3 +207,15 @@ sanity("paper_days_longer", days_paper > days and math.isclose(days_paper / days
        operands=(days_paper, days), relation="longer")
 sanity("attn_lifts", hfu_count > mfu_paper, "counting the attention products gives a higher utilisation",
        operands=(hfu_count, mfu_paper), relation="higher")
+
+# -- Variation -------------------------------------------------------------------------------------------
+days_paper_2x = value("days_paper_2x", gpu_hours / (2 * n_gpu) / 24)
+sanity("paper_2x_half", math.isclose(days_paper_2x, days_paper / 2),
+       "the paper's GPU hours on twice the GPUs take half the days", operands=(days_paper_2x, days_paper),
+       relation="half")
+D_eq = value("D_eq", 6 * N_ch * D_ch / (6 * N))
+r_eq = value("r_eq", D_eq / N)
+print(f"\nVariation: paper's hours on {2 * n_gpu} GPUs: {days_paper_2x:.2f} days; Chinchilla's C at 7B buys "
+      f"{D_eq:.3e} tokens, {r_eq:.0f} per parameter")
+sanity("eq_more_tokens", D_eq > D, "Chinchilla's compute at Llama 2 7B's size buys more tokens than Llama 2 7B was trained on",
+       operands=(D_eq, D), relation="more than")

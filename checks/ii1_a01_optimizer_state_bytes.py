@@ -107,8 +107,13 @@ def train_step(recipe, make, tokens, meta=False):
         # which saved tensors are bf16 copies of the Linear weights, made by autocast for this step?
         weights = [m.weight for m in work.modules() if isinstance(m, nn.Linear)]
         copies = {}
+        params = {q.untyped_storage().data_ptr() for q in work.parameters()}
+        saved = {}   # the other saved tensors, by storage: (dtype, bytes)
 
         def pack(t):
+            ptr = t.untyped_storage().data_ptr()
+            if ptr not in params:
+                saved[ptr] = (t.dtype, t.untyped_storage().nbytes())
             if t.dtype == torch.bfloat16 and t.dim() == 2:
                 for w in weights:
                     for c in (t, t.t()):
@@ -119,6 +124,8 @@ def train_step(recipe, make, tokens, meta=False):
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.autocast("cpu", dtype=torch.bfloat16):
             loss = work(tokens)
         AUTOCAST["copies"] = copies
+        AUTOCAST["saved_by_dtype"] = {str(dt): sum(nb for k, (d, nb) in saved.items() if d == dt and k not in copies)
+                                      for dt in {d for d, _ in saved.values()}}
         AUTOCAST["linear_numel"] = sum(w.numel() for w in weights)
         loss.backward()
     else:
@@ -148,8 +155,9 @@ def train_step(recipe, make, tokens, meta=False):
         "AdamW exp_avg_sq": [s["exp_avg_sq"] for s in state.values()],
         "AdamW step": [s["step"] for s in state.values()],
     }
-    moved = None if meta else ([not torch.equal(a, p.detach()) for a, p in zip(before, work.parameters())],
-                               [not torch.equal(a, p.detach()) for a, p in zip(before_t, target.parameters())])
+    moved = None if meta else (
+        [not torch.equal(a, p.detach()) for a, p in zip(before, work.parameters(), strict=True)],
+        [not torch.equal(a, p.detach()) for a, p in zip(before_t, target.parameters(), strict=True)])
     return roles, transient, moved
 
 
@@ -232,6 +240,11 @@ value("autocast_copies_per_linear_param", copies_bytes / AUTOCAST["linear_numel"
       fixed="a bf16 copy is 2 bytes an element")
 value("linear_params_s", AUTOCAST["linear_numel"])
 value("autocast_copies_n", len(cp))
+by_dtype = AUTOCAST["saved_by_dtype"]
+print("activations autocast saves, by dtype (bytes, by storage, less the weight copies):", by_dtype)
+sanity("autocast_saves_some_fp32", by_dtype.get("torch.bfloat16", 0) > 0 and by_dtype.get("torch.float32", 0) > 0,
+       "under autocast the saved activations are partly bf16 (the matrix products' inputs) and partly fp32",
+       operands=(by_dtype.get("torch.float32", 0), 0))
 sanity("autocast_keeps_copies", copies_bytes == 2 * AUTOCAST["linear_numel"] and len(cp) == 7 * L_s + 1,
        "autocast saves one bf16 copy of every Linear weight for the backward pass, 2 bytes per element",
        operands=(copies_bytes, 2 * AUTOCAST["linear_numel"]), relation="equal")
@@ -246,14 +259,15 @@ sanity("one_counter_per_tensor", state_counts == (n_tensors_s, n_tensors_s),
 sanity("no_sharing", all_ptrs_distinct, "no two tensors of any roles share storage", relation="not")
 # the step is real: it changed every weight tensor of the working model, except, in pure bf16, the norm gains,
 # whose update (about lr = 1e-3) is below half the bf16 spacing just under 1.0 (2^-9) and rounds away (chapter II.3)
-stuck = [n for n, m in zip(names, moved["pure bf16"][0]) if not m]
+stuck = [n for n, m in zip(names, moved["pure bf16"][0], strict=True) if not m]
 print("\ntensors of the working model unchanged by the step:",
       {rc: sum(not m for m in moved[rc][0]) for rc in RECIPES}, stuck)
 print("tensors the optimizer updates unchanged by the step:", {rc: sum(not m for m in moved[rc][1]) for rc in RECIPES})
 n_stuck = value("bf16_stuck_tensors", len(stuck))
 defaults = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))]).defaults
 value("lr", defaults["lr"], fixed="torch's default learning rate for AdamW, a property of the library")
-value("weight_decay", defaults["weight_decay"], fixed="torch's default weight decay for AdamW, a property of the library")
+value("weight_decay", defaults["weight_decay"],
+      fixed="torch's default weight decay for AdamW, a property of the library")
 one = torch.tensor(1.0, dtype=torch.bfloat16)
 below_one = torch.nextafter(one, torch.tensor(0.0, dtype=torch.bfloat16))
 half_gap = value("half_gap_below_one", (one - below_one).float().item() / 2,
@@ -304,8 +318,11 @@ print(f"\nLlama 2 7B on the meta device: {N:,} parameters in {n_t} tensors")
 row("recipe", "formula GB", "AdamW meta GB", cw=16)
 gb_7b = {}
 meta_agrees = True
+step_devices = set()
 for rc in RECIPES:
     roles, _, _ = train_step(rc, make_7b, None, meta=True)
+    step_devices |= {t.device.type for t in roles["AdamW step"]}
+    param_devices = {t.device.type for t in roles["weights"]}
     meta_total = sum(nbytes(ts) for ts in roles.values())
     formula = bpp[rc] * N + step_elem * n_t
     meta_agrees &= meta_total == formula and len(roles["AdamW step"]) == n_t
@@ -313,6 +330,9 @@ for rc in RECIPES:
     row(rc, f"{formula / GB:.2f}", f"{meta_total / GB:.2f}", cw=16)
 sanity("formula_7b", meta_agrees, "AdamW's state on the meta Llama 2 7B equals the formula in every recipe",
        operands=(gb_7b["fp32"], (bpp["fp32"] * N + step_elem * n_t) / GB), relation="equal")
+sanity("steps_stay_on_cpu", step_devices == {"cpu"} and param_devices == {"meta"},
+       "AdamW's default (foreach) implementation keeps each step counter on the CPU, off the parameters' device",
+       relation="not")
 sanity("count_7b", sum(p.numel() for p in make_7b().parameters()) == N, "meta model count equals the closed form")
 value("w_bf16_7b_gb", 2 * N / GB)
 # autocast's bf16 weight copies at Llama 2 7B: 2 bytes for every parameter of a Linear (all but the embedding and norms)
@@ -320,9 +340,14 @@ value("autocast_copies_7b_gb", copies_bytes / AUTOCAST["linear_numel"] * (N - V 
 
 # -- one H100 -----------------------------------------------------------------------------------------
 cap_ds = fact("h100_sxm_memory_gb", "cap_ds_gb")
-cap_rep_mib = fact("h100_sxm_memory_reported_mib", "cap_rep_mib")
+smi_mib = fact("h100_sxm_memory_reported_mib", "smi_mib")
+# what the CUDA runtime reports: all a program sees
+cap_rep_mib = fact("h100_sxm_memory_cuda_total_mib", "cap_rep_mib")
 cap_rep = value("cap_rep_gb", cap_rep_mib * MiB / GB)
-print(f"\nOne H100 SXM: datasheet {cap_ds} GB; nvidia-smi reports {cap_rep_mib:,} MiB = {cap_rep:.2f} GB")
+sanity("smi_above_runtime", smi_mib > cap_rep_mib, "nvidia-smi's total is larger than the CUDA runtime's",
+       operands=(smi_mib, cap_rep_mib), relation="larger")
+print(f"\nOne H100 SXM: datasheet {cap_ds} GB; the CUDA runtime reports {cap_rep_mib:,} MiB = {cap_rep:.2f} GB "
+      f"(nvidia-smi {smi_mib:,} MiB)")
 row("recipe", "GB", "/ datasheet", "/ reported")
 for rc in RECIPES:
     row(rc, f"{gb_7b[rc]:.2f}", f"{gb_7b[rc] / cap_ds:.2f}", f"{gb_7b[rc] / cap_rep:.2f}")
@@ -357,5 +382,5 @@ print(f"Llama 3 8B: {N3:,} parameters: pure bf16 {bf16_8b:.2f} GB, mixed {mixed_
 sanity("llama3_bf16_fits", bf16_8b < cap_ds < mixed_8b,
        "Llama 3 8B fits one H100 in pure bf16, not in the mixed recipe", operands=(bf16_8b, cap_ds),
        relation="smaller")
-sanity("llama2_between", N / 1e9 > cap_ds / bpp["bf16 + fp32 master"] and N / 1e9 < cap_ds / bpp["pure bf16"],
+sanity("llama2_between", cap_ds / bpp["bf16 + fp32 master"] < N / 1e9 and cap_ds / bpp["pure bf16"] > N / 1e9,
        "Llama 2 7B lies between the two largest counts", operands=(N / 1e9, cap_ds / 16), relation="larger")

@@ -201,7 +201,8 @@ for col, d in (("paper", paper), ("fused", fused), ("cpu", cpu), ("flash", flash
     for t, nb in d.items():
         value(f"{col}_{KEYS[t]}", nb, unit="B")
     value(f"{col}_total", tot[col], unit="B")
-value("n_saved_fused", n_fused, fixed="the count of tensors one GPT-2 block saves: set by its operations, not its sizes")
+value("n_saved_fused", n_fused,
+      fixed="the count of tensors one GPT-2 block saves: set by its operations, not its sizes")
 value("n_storages_fused", n_st_fused, fixed="the count of distinct storages among them: set by the operations")
 
 # -- term by term: what differs, and why -------------------------------------------------------------
@@ -217,15 +218,23 @@ sanity("fused_matches_paper", all(fused[t] == paper[t] for t in paper if t not i
 sanity("extras_closed_form", mask == s * s and ln_stats == 2 * 2 * s * b * 2,
        "the causal mask is s^2 bool bytes; each LayerNorm saves a mean and an rstd of sb bf16 values",
        operands=(mask, s * s))
+sanity("mask_ignores_a_and_b", all(run("fused", False, s=s, b=b2, h=h2, a=a2)[0]["causal mask"] == mask
+                                   for b2, h2, a2 in ((2, h, a), (1, 2 * (h // a), 2))),
+       "the saved causal mask does not grow with the batch or the head count", relation="does not grow")
 value("fused_over_paper", tot["fused"] / closed)
 sanity("extras_small", tot["fused"] > closed and (tot["fused"] - closed) / closed < 0.02,
        "the extras are under 2% of the formula", operands=(tot["fused"], closed), relation="larger")
 value("extras_pct", (tot["fused"] - closed) / closed)
+# on the CPU layer_norm keeps its mean and rstd in the activations' dtype; a GPU keeps them in fp32
+# (its accumulate type)
+ln_gpu = value("ln_stats_gpu_bytes", ln_stats // 2 * 4, unit="B")
+value("ln_stats_gpu_pct", ln_gpu / tot["fused"])
 
 # the masks: bool (1 byte) on the fused path, the input's dtype (bf16, 2 bytes) on the CPU's F.dropout
 mask_terms = ["softmax dropout mask", "attention dropout mask", "MLP dropout mask"]
 value("mask_bytes_fused", fused["softmax dropout mask"] // as2b, unit="B", fixed="a bool mask is 1 byte an element")
-value("mask_bytes_cpu", cpu["softmax dropout mask"] // as2b, unit="B", fixed="F.dropout on the CPU keeps its noise in bf16")
+value("mask_bytes_cpu", cpu["softmax dropout mask"] // as2b, unit="B",
+      fixed="F.dropout on the CPU keeps its noise in bf16")
 sanity("mask_dtypes", all(dt_fused[t] == {torch.bool} for t in mask_terms)
        and all(dt_cpu[t] == {torch.bfloat16} for t in mask_terms)
        and all(cpu[t] == 2 * fused[t] for t in mask_terms),
@@ -274,7 +283,8 @@ for s2, b2 in ((128, 4), (256, 2), (384, 1)):
     f2 = s2 * b2 * h * (lin + quad * a * s2 / h) + s2 * s2 + 8 * s2 * b2
     agree &= c2 == f2
     print(f"  {s2:>6}{b2:>4}{c2:>16,}{f2:>18,.0f}")
-value("qkv_storages_b2", qkv_at[2], fixed="Q, K and V, one copy each where the batched product cannot read views: set by the operations")
+value("qkv_storages_b2", qkv_at[2],
+      fixed="Q, K and V, one copy each where the batched product cannot read views: set by the operations")
 value("b_copies", 2, fixed="the batch of one of the sizes the check tries, chosen in the check")
 sanity("qkv_copies_at_b2", qkv_at[2] == 3 and qkv_at[4] == 3,
        "at b = 2 and 4, Q, K and V are saved as three copies, which the paper's rows count exactly",

@@ -93,6 +93,10 @@ zr, _, wr, loss_ref = backward(1.0, False)                     # the fp32 refere
 z1, g32_1, w1, _ = backward(1.0, True)                         # fp16, no loss scale
 zs, g32_s, ws, _ = backward(S_init, True)                      # fp16, GradScaler's initial scale
 value("loss_ref", loss_ref)
+sanity("reference_rounded_differs", not torch.equal(z1, zr.to(H)),
+       "the fp16 pass's logits' gradient is not the fp32 reference's gradient rounded to fp16",
+       relation=("not", "differs"))
+value("bf16_tiny", torch.finfo(torch.bfloat16).tiny, fixed="a property of the bf16 format")
 value("z_dtype", str(z1.dtype).replace("torch.", ""), fixed="autocast's dtype, set by the problem")
 n_z = value("n_logit_grads", zr.numel())
 n_w = value("n_head_grads", wr.numel())
@@ -297,5 +301,9 @@ print(f"\nVariation: Llama 3 8B, |V| = {V3:,}, N = {N3:,}: 1/(|V| N) = {g3:.3e},
 sanity("llama3_flushes", g3 < flush and c3 == 0.0, "1/(|V| N) for Llama 3 8B flushes to 0 in fp16",
        operands=(g3, flush), relation="smaller")
 sanity("llama3_needs_init", S3 * g3 >= smallest_normal > S3 / 2 * g3 and 0 < c3_below < smallest_normal
-       and S3 <= S_init, "2^k is the first power of two that makes 1/(|V| N) normal, and the initial scale reaches it",
+       and S_init >= S3, "2^k is the first power of two that makes 1/(|V| N) normal, and the initial scale reaches it",
        operands=(S3, S_init), relation=("equal", "larger"))
+tiny16 = torch.finfo(torch.bfloat16).tiny
+sanity("bf16_keeps_it_normal", min(g_l, g3) > tiny16 and torch.tensor(min(g_l, g3)).to(torch.bfloat16).item() > 0,
+       "1/(|V| N) at both Llamas' sizes is a normal bf16 number, far above bf16's smallest normal",
+       operands=(min(g_l, g3), tiny16), relation=("not", "smallest"))

@@ -83,6 +83,10 @@ def make(dtype):
 
 
 pb, ob = make(BF)       # pure bf16: weights, gradients and optimiser states in bf16
+decayed = sum(int((p.detach() * (1 - lr * ob.defaults["weight_decay"]) != p.detach()).sum()) for p in pb)
+value("decay_moved_bf16", decayed)
+sanity("bf16_decay_lost", decayed == 0, "AdamW's separate decay multiply, rounded to bf16, changes no bf16 weight",
+       relation="not")
 ph, oh = make(HF)       # the same in fp16
 pm, om = make(F32)      # fp32 master weights; the model would compute with their bf16 copy
 wd = value("weight_decay", ob.param_groups[0]["weight_decay"], fixed="AdamW's default")
@@ -150,10 +154,11 @@ edge = sum(int(((o.float().abs() == 2.0 ** torch.floor(torch.log2(o.float().abs(
 value("lost_bf16_pred", pred)
 # with |update| close to lr, the half spacing passes lr at the binade [2^e, 2^(e+1)) with 2^e * eps / 2 > lr
 e_cut = math.ceil(math.log2(2 * lr / fb.eps))
-w_cut = value("w_cut", 2.0**e_cut, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
-value("w_cut_exp", e_cut, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
-value("half_spacing_below", 2.0 ** (e_cut - 1) * fb.eps / 2, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
-value("half_spacing_at", 2.0**e_cut * fb.eps / 2, fixed="a binade boundary: a 1% change of the learning rate does not cross one")
+BINADE = "a binade boundary: a 1% change of the learning rate does not cross one"
+w_cut = value("w_cut", 2.0**e_cut, fixed=BINADE)
+value("w_cut_exp", e_cut, fixed=BINADE)
+value("half_spacing_below", 2.0 ** (e_cut - 1) * fb.eps / 2, fixed=BINADE)
+value("half_spacing_at", 2.0**e_cut * fb.eps / 2, fixed=BINADE)
 big = sum(int(((o.float().abs() >= w_cut) & (gr != 0)).sum()) for o, gr in zip(ob_old, g0, strict=True))
 value("n_above_cut", big)
 value("above_cut_frac", big / nonzero)
@@ -168,13 +173,23 @@ row(f"  weights with |w| >= {w_cut}", f"{big:,}")
 row("updates lost in fp16 weights", f"{lost_h:,}")
 row("updates lost in fp32 master weights", f"{lost_m:,}")
 row("|update| from", f"{dmin:.4e}", f"{dmax:.4e}")
-sanity("lost_matches_spacing", mismatch == 0 and abs(lost_b - pred) <= border, "the bf16 updates lost are exactly those smaller than half the spacing "
-       "at their weight", operands=(lost_b, pred), relation="equal")
+sanity("lost_matches_spacing", mismatch == 0 and abs(lost_b - pred) <= border,
+       "the bf16 updates lost are exactly those smaller than half the spacing at their weight",
+       operands=(lost_b, pred), relation="equal")
 lost_above = sum(int(((o.float().abs() >= w_cut) & (o == n.detach()) & (gr != 0)).sum())
                  for o, n, gr in zip(ob_old, pb, g0, strict=True))
 value("lost_above_share", lost_above / lost_b)
 value("lost_below_cut", lost_b - lost_above)
 value("above_lost_share", lost_above / big)
+kept_at_cut = [((o.float().abs() >= w_cut) & (o != n.detach()) & (gr != 0))
+               for o, n, gr in zip(ob_old, pb, g0, strict=True)]
+kept_above = value("kept_above_cut", sum(int(k.sum()) for k in kept_at_cut))
+sanity("kept_sit_at_the_cut", kept_above > 0 and all(
+    bool(((o.float().abs()[k] == w_cut) & (n.detach().float().abs()[k] < w_cut)).all())
+    for o, n, k in zip(ob_old, pb, kept_at_cut, strict=True)),
+    "every weight at or past the cut that keeps its update sits exactly at the cut and moves toward zero",
+    operands=(max(float(n.detach().float().abs()[k].max()) if k.any() else 0.0
+                  for n, k in zip(pb, kept_at_cut, strict=True)), w_cut), relation="smaller")
 sanity("lost_above_cut", lost_above > 0.99 * lost_b and lost_above > 0.99 * big, "more than 99% of the lost updates "
        "are at weights at or above the cut, and more than 99% of those weights lose their update",
        operands=(lost_above, lost_b), relation="at least")
@@ -197,12 +212,14 @@ sanity("fp16_cut", abs(lost_h - above16) < CUT_TOL * above16 and e16 == e_cut + 
 b0 = [p.detach().clone() for p in ob_old]            # the bf16 weights before the first step
 loss_b, loss_m = [loss0], [loss0]
 lost_steps = [lost_b]
+lost_m_steps = [lost_m]
 for _ in range(K - 1):
     lb, gb = grads_for(pb)                           # pure bf16: gradient at the bf16 weights
     old = one_step(pb, ob, gb)
     lost_steps.append(lost(old, pb, gb))
     lm, gm = grads_for([p.to(BF) for p in pm])       # master: the model computes with the bf16 copy
-    one_step(pm, om, gm)
+    old_m = one_step(pm, om, gm)
+    lost_m_steps.append(lost(old_m, pm, gm))
     loss_b.append(lb)
     loss_m.append(lm)
 lb_end, _ = grads_for(pb)
@@ -218,6 +235,7 @@ value("moved_copy_frac", moved_copy / n_params)
 value("stuck_above_cut", stuck_n)
 value("stuck_frac_of_cut", stuck_n / big)
 value("lost_last_frac", lost_steps[-1] / nonzero)
+value("lost_last_master", lost_m_steps[-1])
 value("loss_start", loss0)
 value("loss_end_pure", lb_end)
 value("loss_end_master", lm_end)
@@ -247,6 +265,14 @@ e_top = math.floor(math.log2(wmax))
 lr_safe = value("lr_safe", 2.0**e_top * fb.eps / 2, fixed=WMAX)   # half the spacing in the top binade
 value("lr_safe_over_lr", lr_safe / lr)
 print(f"\nVariation: largest |w| {wmax:.4f}; half the bf16 spacing there {lr_safe:.3e}")
+up = torch.nextafter(torch.tensor(wmax, dtype=BF), torch.tensor(1.0, dtype=BF)).item()
+sanity("half_gap_above_wmax", lr_safe == (up - wmax) / 2
+       and all((o.float().abs() <= wmax).all() for o in ob_old),
+       "no bf16 weight is larger than w_max, and half the gap from w_max to its bf16 neighbour above is lr_safe",
+       operands=(lr_safe, (up - wmax) / 2), relation=("largest", "half"))
+pb1, ob1 = make(BF)
+ob1.param_groups[0]["lr"] = lr_safe
+old1 = one_step(pb1, ob1, g0)
 pb2, ob2 = make(BF)
 SAFE = value("safe_factor", 1.01, fixed="how far above the threshold the Variation's learning rate sits")
 ob2.param_groups[0]["lr"] = SAFE * lr_safe
@@ -254,7 +280,14 @@ old2 = one_step(pb2, ob2, g0)
 FULL = value("full_factor", 100, fixed="the definition of a full-size update in the Variation")
 full = [gr.abs() > FULL * adam_eps for gr in g0]        # updates within 1% of the full lr
 n_full = value("n_full", sum(int(f.sum()) for f in full))
+value("min_full_over_lr", FULL / (FULL + 1))   # |g| / (|g| + eps) at |g| = FULL * eps: the smallest full-size update
 lost2 = value("lost_at_safe", sum(int(((o == n.detach()) & f).sum()) for o, n, f in zip(old2, pb2, full, strict=True)))
 lost2_all = value("lost_at_safe_all", lost(old2, pb2, g0))
+lost1 = value("lost_at_threshold",
+               sum(int(((o == n.detach()) & f).sum()) for o, n, f in zip(old1, pb1, full, strict=True)))
+sanity("threshold_still_loses", lost1 > 0 == lost2, "at exactly half the gap some full-size updates are still lost "
+       "(ties and AdamW's own bf16 rounding), at 1.01 times it none", operands=(lost1, lost2),
+       relation="not")
 sanity("safe_lr_keeps_all", lost2 == 0 < lost2_all and lr_safe > lr, "at just over half the top binade's spacing no "
-       "full-size update is lost, at a rate larger than the given one", operands=(lr_safe, lr), relation=("not", "larger"))
+       "full-size update is lost, at a rate larger than the given one", operands=(lr_safe, lr),
+       relation=("not", "larger"))

@@ -92,7 +92,7 @@ with FlopCounterMode(display=False) as fc:
     fb_flops = fc.get_total_flops()
     opt.step()
 step_flops = fc.get_total_flops()
-moved = all(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters()))
+moved = all(not torch.equal(b, p.detach()) for b, p in zip(before, model.parameters(), strict=True))
 
 N_s = value("N_s", sum(p.numel() for p in model.parameters()))
 Nmm_s = value("Nmm_s", sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear)))
@@ -128,8 +128,23 @@ sanity("step_split", step_flops == (six_nmm + attn_s) * D_s,
 sanity("fwd_third", 3 * fwd_flops == fb_flops, "the backward pass counts twice the forward pass",
        operands=(fb_flops - fwd_flops, 2 * fwd_flops), relation="twice")
 sanity("optimizer_uncounted", step_flops == fb_flops,
-       "FlopCounterMode counts no FLOPs for AdamW's step: it counts matrix products only, and the step has none",
+       "FlopCounterMode counts no FLOPs for AdamW's step: its registry lists matrix products, convolutions and "
+       "some attention kernels, and the step's elementwise updates are none of them",
        operands=(step_flops, fb_flops), relation="not")
+# the same attention through scaled_dot_product_attention on the CPU: the counter has no entry for its kernel
+qkv = [torch.randn(B_s, H_s, T_s, d_s // H_s, requires_grad=True) for _ in range(3)]
+with FlopCounterMode(display=False) as fc_sdpa:
+    F.scaled_dot_product_attention(*qkv, is_causal=True).sum().backward()
+sdpa_flops = fc_sdpa.get_total_flops()
+with FlopCounterMode(display=False) as fc_explicit:
+    s_ = (qkv[0] @ qkv[1].transpose(-2, -1)).masked_fill(~torch.ones(T_s, T_s, dtype=torch.bool).tril(), float("-inf"))
+    (s_.softmax(-1) @ qkv[2]).sum().backward()
+explicit_flops = fc_explicit.get_total_flops()
+print(f"One layer's causal attention, forward and backward, counted: explicit products {explicit_flops:,} FLOPs, "
+      f"scaled_dot_product_attention on the CPU {sdpa_flops:,}")
+sanity("sdpa_uncounted", sdpa_flops == 0 and explicit_flops == 12 * T_s * d_s * D_s,
+       "FlopCounterMode counts no FLOPs for the CPU kernel of scaled_dot_product_attention, and the full 12 T d "
+       "per token for the same attention written as products", operands=(sdpa_flops, explicit_flops), relation="not")
 attn_share_s = value("attn_share_s", attn_s / six_nmm)
 value("attn_share_s_closed", 2 * L_s * T_s * d_s / Nmm_s)
 value("per_tok_over_6n_s", per_tok / six_n_s)
@@ -181,7 +196,7 @@ value("D_opt", r_ch * N)
 over = value("over_chinchilla", D / (r_ch * N))
 value("D_opt_1b_rule_b", r_1b * N / 1e9)
 row("Chinchilla's tokens for 7B", f"{D_opt:.1f} B", f"trained on {over:.1f} x that")
-sanity("past_chinchilla", D > 10 * r_ch * N,
+sanity("past_chinchilla", 10 * r_ch * N < D,
        "Llama 2 7B was trained on more than ten times Chinchilla's tokens for its size", operands=(D, r_ch * N),
        relation="larger")
 
@@ -215,7 +230,8 @@ sanity("paper_2x_half", math.isclose(days_paper_2x, days_paper / 2),
        relation="half")
 D_eq = value("D_eq", 6 * N_ch * D_ch / (6 * N))
 r_eq = value("r_eq", D_eq / N)
-print(f"\nVariation: paper's hours on {2 * n_gpu} GPUs: {days_paper_2x:.2f} days; Chinchilla's C at 7B buys "
+print(f"\nVariation: paper's hours on {2 * n_gpu} GPUs: {days_paper_2x:.2f} days; 6ND for Chinchilla at 7B buys "
       f"{D_eq:.3e} tokens, {r_eq:.0f} per parameter")
-sanity("eq_more_tokens", D_eq > D, "Chinchilla's compute at Llama 2 7B's size buys more tokens than Llama 2 7B was trained on",
+sanity("eq_more_tokens", D_eq > D,
+       "6ND for Chinchilla's N and D, at Llama 2 7B's size, buys more tokens than Llama 2 7B was trained on",
        operands=(D_eq, D), relation="more than")

@@ -7,7 +7,6 @@ torch.utils.checkpoint (use_reentrant=False).
 
 import contextlib
 
-import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel

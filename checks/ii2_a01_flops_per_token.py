@@ -11,10 +11,10 @@ appendix B), and the same counts are run on Llama 2 7B at its 4,096-token contex
 """
 
 import torch
+from _train_flops import Llama, block_weights, count, matrix_weights
 from torch.utils.checkpoint import set_checkpoint_early_stop
 from torch.utils.flop_counter import flop_registry
 
-from _train_flops import Llama, block_weights, count, matrix_weights
 from numbook.check import fact, given, sanity, value
 
 torch.set_num_threads(1)
@@ -67,8 +67,31 @@ sanity("fused_counts_no_attention", fwd_fused == 2 * Nw_s * n_tok and bwd_fused 
        and torch.ops.aten._scaled_dot_product_flash_attention in flop_registry
        and torch.ops.aten._scaled_dot_product_efficient_attention in flop_registry,
        "with the CPU's fused SDPA kernel the counter records no attention FLOPs: that op has no formula in its "
-       "registry (the GPU's flash and memory-efficient kernels have), so forward is 2 N_w and backward 4 N_w per token", operands=(per["fwd_fused_s"], 2 * Nw_s),
-       relation="not")
+       "registry (the GPU's flash and memory-efficient kernels have), so forward is 2 N_w and backward 4 N_w per token",
+       operands=(per["fwd_fused_s"], 2 * Nw_s), relation="not")
+
+# what the counter would record on a GPU: the formulas registered for the flash and memory-efficient kernels,
+# called on this model's query, key and value shapes (the backward formula recomputes Q K^T: five products)
+aten = torch.ops.aten
+qkv = (B_s, H_s, T_s, d_s // H_s)
+gpu_f = [flop_registry[op](qkv, qkv, qkv) for op in (aten._scaled_dot_product_flash_attention,
+                                                      aten._scaled_dot_product_efficient_attention)]
+gpu_b = [flop_registry[op](qkv, qkv, qkv, qkv) for op in (aten._scaled_dot_product_flash_attention_backward,
+                                                           aten._scaled_dot_product_efficient_attention_backward)]
+one_product = 2 * B_s * H_s * T_s * T_s * (d_s // H_s)   # one T x T x Q product over all heads, 2 FLOPs a multiply-add
+gpu_fwd_s = value("attn_gpu_fwd_s", L_s * gpu_f[0] / n_tok, unit="FLOP")
+gpu_bwd_s = value("attn_gpu_bwd_s", L_s * gpu_b[0] / n_tok, unit="FLOP")
+value("attn_gpu_fwd_coeff", gpu_f[0] / n_tok / (T_s * d_s),
+      fixed="Q K^T and P V: two products of 2 FLOPs a multiply-add")
+value("attn_gpu_bwd_coeff", gpu_b[0] / n_tok / (T_s * d_s),
+      fixed="the registered backward formula: Q K^T recomputed and four gradient products, 2 FLOPs a multiply-add")
+value("attn_gpu_coeff", (gpu_f[0] + gpu_b[0]) / n_tok / (T_s * d_s), fixed="the sum of the two registered formulas")
+value("gpu_total_s", 6 * Nw_s + gpu_fwd_s + gpu_bwd_s, unit="FLOP")
+print(f"  GPU kernels' registered formulas, attention per token: forward {gpu_fwd_s:,.0f}, backward {gpu_bwd_s:,.0f}")
+sanity("gpu_bwd_recomputes", len(set(gpu_f)) == 1 and len(set(gpu_b)) == 1 and gpu_f[0] == 2 * one_product
+       and gpu_b[0] == 5 * one_product and gpu_fwd_s == attn_fwd and gpu_b[0] > 2 * gpu_f[0],
+       "the GPU kernels' backward formula counts five T x T products (Q K^T recomputed, four gradients): more than "
+       "twice the forward's two", operands=(gpu_b[0], 2 * gpu_f[0]), relation="larger")
 sanity("math_counts_attention", fwd_math == (2 * Nw_s + attn_fwd) * n_tok and bwd_math == 2 * fwd_math,
        "with the math backend the counter records Q K^T and P V over the full T x T: 2 N_w + 4 L T d forward, "
        "twice that backward", operands=(per["fwd_math_s"], 2 * Nw_s + attn_fwd), relation="equal")
@@ -78,12 +101,16 @@ sanity("bwd_twice_fwd", bwd_math == 2 * fwd_math and bwd_fused == 2 * fwd_fused,
 sanity("only_products", ops_fused <= ops_math == {"aten.mm", "aten.bmm"},
        "the counter records only matrix products: norms, SiLU, softmax and the loss add nothing to it",
        operands=(len(ops_math), 2), relation="not")
-value("n_ops_counted", len(ops_math), fixed="the counter's registry holds formulas for matrix products and convolutions only")
+value("n_ops_counted", len(ops_math),
+      fixed="the counter's registry holds formulas for matrix products and convolutions only")
 ARCH = "a property of the arithmetic of training (forward, dX, dW), not of the sizes"
 value("fwd_per_weight", fwd_fused / n_tok / Nw_s, unit="FLOP", fixed="one multiply-add per weight per token: 2 FLOPs")
+value("bwd_per_weight", bwd_fused / n_tok / Nw_s, unit="FLOP",
+      fixed="two multiply-adds per weight per token: dX and dW")
 value("bwd_over_fwd", bwd_math / fwd_math, fixed=ARCH)
 value("train_per_weight", (fwd_fused + bwd_fused) / n_tok / Nw_s, unit="FLOP", fixed=ARCH)
-value("attn_fwd_coeff", (fwd_math - fwd_fused) / n_tok / (L_s * T_s * d_s), fixed="two T x T x d products of 2 FLOPs a multiply-add")
+value("attn_fwd_coeff", (fwd_math - fwd_fused) / n_tok / (L_s * T_s * d_s),
+      fixed="two T x T x d products of 2 FLOPs a multiply-add")
 value("attn_coeff", (fwd_math + bwd_math - fwd_fused - bwd_fused) / n_tok / (L_s * T_s * d_s), fixed=ARCH)
 total_s = value("total_s", per["fwd_math_s"] + per["bwd_math_s"], unit="FLOP")
 six_nw_attn = 6 * Nw_s + 12 * L_s * T_s * d_s
@@ -118,6 +145,7 @@ extra = value("extra_ck_s", (fwd_ck + bwd_ck - fwd_math - bwd_math) / n_tok, uni
 extra_full = value("extra_full_s", (fwd_full + bwd_full - fwd_math - bwd_math) / n_tok, unit="FLOP")
 value("blocks_fwd_s", 2 * Nb_s + attn_fwd, unit="FLOP")
 value("down_fwd_s", 2 * L_s * d_s * f_s, unit="FLOP")
+value("head_fwd_s", 2 * V_s * d_s, unit="FLOP")
 hw_s = value("hw_s", (fwd_ck + bwd_ck) / n_tok, unit="FLOP")
 hw_full = value("hw_full_s", (fwd_full + bwd_full) / n_tok, unit="FLOP")
 value("hw_over_model_s", hw_s / total_s)
@@ -130,7 +158,8 @@ row("without checkpointing", f"{per['fwd_math_s']:,.0f}", f"{per['bwd_math_s']:,
 row("checkpointed (early stop, default)", f"{per_ck['fwd_ck_s']:,.0f}", f"{per_ck['bwd_ck_s']:,.0f}", f"{hw_s:,.0f}")
 row("checkpointed, early stop off", f"{fwd_full / n_tok:,.0f}", f"{bwd_full / n_tok:,.0f}", f"{hw_full:,.0f}")
 row("extra, default / early stop off", f"{extra:,.0f}", f"{extra_full:,.0f}")
-row("blocks' forward 2 N_b + 4 L T d", f"{2 * Nb_s + attn_fwd:,}", "less down_proj", f"{2 * Nb_s + attn_fwd - 2 * L_s * d_s * f_s:,}")
+row("blocks' forward 2 N_b + 4 L T d", f"{2 * Nb_s + attn_fwd:,}", "less down_proj",
+    f"{2 * Nb_s + attn_fwd - 2 * L_s * d_s * f_s:,}")
 sanity("ckpt_bwd_grows", bwd_ck > bwd_math and fwd_ck == fwd_math,
        "checkpointing leaves the forward count and grows the backward count", operands=(bwd_ck, bwd_math),
        relation="grows")
@@ -141,6 +170,10 @@ sanity("ckpt_early_stop", fwd_ck == fwd_math and extra == 2 * Nb_s + attn_fwd - 
        "by default the recomputation stops at the last tensor the backward needs: down_proj's product, whose "
        "output nothing saves, is not run again", operands=(extra, 2 * Nb_s + attn_fwd - 2 * L_s * d_s * f_s),
        relation=("smaller", "not"))
+sanity("ckpt_full_vs_fwd", extra_full == 2 * Nw_s + attn_fwd - 2 * V_s * d_s,
+       "the extra with early stop off is the whole forward less the head's product: it equals the step's forward "
+       "without attention (2 N_w) only where 2 V d = 4 L T d",
+       operands=(extra_full, 2 * Nw_s + attn_fwd - 2 * V_s * d_s), relation="equal")
 sanity("ckpt_eight", hw_full == 8 * Nb_s + 16 * L_s * T_s * d_s + 6 * V_s * d_s,
        "the checkpointed blocks cost 8 N_b + 16 L T d a token, the head (not checkpointed) 6 d V",
        operands=(hw_full, 8 * Nb_s + 16 * L_s * T_s * d_s + 6 * V_s * d_s), relation="equal")
@@ -168,6 +201,15 @@ value("bwd_7b_g", bwd7 / T / 1e9, unit="GFLOP")
 share7 = value("attn_share_7b", 12 * L * T * d / total7)
 palm7 = value("palm_7b_g", (6 * N7 + 12 * L * H * (d // H) * T) / 1e9, unit="GFLOP")
 value("six_n_7b_g", 6 * N7 / 1e9, unit="GFLOP")
+value("palm_minus_counted_7b_g", palm7 - total7 / 1e9, unit="GFLOP")
+qkv7 = (1, H, T, d // H)
+gpu7 = value("gpu_7b_g", (fwd7 + bwd7 - 12 * L * T * d * T + L * (
+    flop_registry[aten._scaled_dot_product_flash_attention](qkv7, qkv7, qkv7)
+    + flop_registry[aten._scaled_dot_product_flash_attention_backward](qkv7, qkv7, qkv7, qkv7))) / T / 1e9,
+    unit="GFLOP")
+sanity("gpu_above_palm_7b", gpu7 > palm7 and round(gpu7 * 1e9) == 6 * Nw7 + 14 * L * T * d,
+       "with the GPU kernels' formulas Llama 2 7B's count is 6 N_w + 14 L T d, larger than PaLM's 6N + 12LHQT",
+       operands=(gpu7, palm7), relation="larger")
 value("palm_over_7b", palm7 * 1e9 / total7 - 1)
 with torch.device("meta"):
     ck7 = Llama(V, d, L, H, f, ckpt=True)

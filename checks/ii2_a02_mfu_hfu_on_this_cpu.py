@@ -1,8 +1,10 @@
 """II.2.A02 — MFU and HFU, measured on this CPU.
 
-Takes this CPU's peak to be one core's achieved FLOP/s on a large square fp32 product (torch.set_num_threads(1)), not a datasheet figure. Times, interleaved, one training step of a small Llama-style model
-(forward, backward, AdamW update) with and without activation checkpointing, and the AdamW update alone. Each round measures them in turn, each the shortest of ITERS timed iterations (on a
-shared machine other work only adds time, so the shortest is the least disturbed);
+Takes this CPU's peak to be one core's achieved FLOP/s on a large square fp32 product (torch.set_num_threads(1)),
+not a datasheet figure. Times, interleaved, one training step of a small Llama-style model (forward, backward,
+AdamW update) with and without activation checkpointing, and the AdamW update alone. Each round measures them in
+turn, each the shortest of ITERS timed iterations (on a shared machine other work only adds time, so the
+shortest is the least disturbed);
 every figure is formed within a round (a ratio divides two shortest times of the same round) and recorded with
 estimate() as the mean over the rounds with a 95% t interval. The FLOPs of the step are counted with
 FlopCounterMode (II.2.A01): the model FLOPs with PaLM's convention (the full attention square, no recomputation),
@@ -14,10 +16,10 @@ import math
 import time
 
 import torch
-
+from _train_flops import Llama, block_weights, count, matrix_weights
+from torch.utils.checkpoint import set_checkpoint_early_stop
 from torch.utils.flop_counter import FlopCounterMode
 
-from _train_flops import Llama, block_weights, count, matrix_weights
 from numbook.check import estimate, given, sanity, value
 
 torch.set_num_threads(1)
@@ -55,6 +57,8 @@ def make(ckpt):
 plain, ck = make(False), make(True)
 fwd_m, bwd_m, _ = count(plain, tokens, math=True)          # PaLM's convention: the full attention square
 fwd_c, bwd_c, _ = count(ck, tokens, math=True)             # what the checkpointed step runs (torch's early stop)
+with set_checkpoint_early_stop(False):                      # the whole blocks' forward run again
+    fwd_f, bwd_f, _ = count(ck, tokens, math=True)
 Nw = value("Nw", matrix_weights(plain))
 model_flops = value("model_flops_step", fwd_m + bwd_m, unit="FLOP")
 hw_flops = value("hw_flops_step", fwd_c + bwd_c, unit="FLOP")
@@ -62,6 +66,16 @@ value("model_gflop_step", model_flops / 1e9)
 value("hw_gflop_step", hw_flops / 1e9)
 value("n_tok", tok)
 hw_over_model = value("hw_over_model", hw_flops / model_flops)
+hw_full = value("hw_full_flops_step", fwd_f + bwd_f, unit="FLOP")
+value("hw_full_gflop_step", hw_full / 1e9)
+value("hw_full_over_model", hw_full / model_flops)
+Nb = block_weights(ck)
+down = 2 * L * d * f * tok                                  # down_proj's forward product over the step
+value("down_gflop_step", down / 1e9)
+N_all = value("N", sum(p.numel() for p in plain.parameters()))
+palm_flops = (6 * N_all + 12 * L * H * (d // H) * T) * tok  # PaLM's 6N + 12LHQT, N all the parameters
+value("palm_gflop_step", palm_flops / 1e9)
+value("palm_over_model", palm_flops / model_flops - 1)
 value("attn_share", 12 * L * T * d / (6 * Nw + 12 * L * T * d))
 sanity("model_flops_closed", model_flops == (6 * Nw + 12 * L * T * d) * tok,
        "the model FLOPs of the step are 6 N_w + 12 L T d per token, as II.2.A01 counts them",
@@ -69,9 +83,17 @@ sanity("model_flops_closed", model_flops == (6 * Nw + 12 * L * T * d) * tok,
 sanity("hw_over_model_count", hw_flops > model_flops and fwd_c == fwd_m,
        "the checkpointed step does more FLOPs than the model FLOPs: the recomputed forward, in the backward",
        operands=(hw_flops, model_flops), relation="larger")
+sanity("hw_early_stop", hw_full - model_flops == (2 * Nb + 4 * L * T * d) * tok and hw_flops == hw_full - down,
+       "the recomputed extra is the blocks' forward with early stop off; by default it is smaller by down_proj's "
+       "product, which nothing saves", operands=(hw_flops, hw_full), relation="smaller")
+sanity("palm_over_count", palm_flops > model_flops and palm_flops - model_flops == 6 * (N_all - Nw) * tok,
+       "PaLM's 6N + 12LHQT with N all the parameters is larger than the counted model FLOPs by 6 (V d + norm gains) "
+       "a token", operands=(palm_flops, model_flops), relation="larger")
 print(f"Small model: V={V}, d={d}, L={L}, H={H}, f={f}; N_w = {Nw:,}; one step on {B} x {T} tokens")
 row("model FLOPs per step (6N_w + 12LTd)", f"{model_flops / 1e9:.3f} G")
 row("hardware FLOPs, checkpointed", f"{hw_flops / 1e9:.3f} G", f"x {hw_over_model:.3f}")
+row("  with early stop off", f"{hw_full / 1e9:.3f} G", f"x {hw_full / model_flops:.3f}")
+row("PaLM's 6N + 12LHQT, N all parameters", f"{palm_flops / 1e9:.3f} G", f"x {palm_flops / model_flops:.3f}")
 
 
 # -- the steps, timed ---------------------------------------------------------------------------------------
@@ -136,17 +158,20 @@ for k, e in est.items():
     row(k, f"{e.point:.4g}", f" {e.lo:.4g} to {e.hi:.4g}")
 
 mfu, mfu_ck, hfu_ck = est["mfu"], est["mfu_ck"], est["hfu_ck"]
-# HFU / MFU of one timed step is the ratio of two counts: the same time divides both
+# HFU / MFU of one timed step is the ratio of two counts: the same time divides both, so this follows from the
+# counts and tests nothing measured
 sanity("hfu_at_least_mfu", all(h >= m for h, m in zip(rounds["hfu_ck"], rounds["mfu_ck"], strict=True))
-       and abs(hfu_ck.point / mfu_ck.point - hw_over_model) < 1e-9,
-       "HFU is at least MFU in every round, by the ratio of the counted FLOPs: the same time divides both",
-       operands=(hfu_ck.point, mfu_ck.point), relation=("at least", "larger"))
-sanity("mfu_between", 0.1 < mfu_ck.lo and mfu.hi < 1.0 and hfu_ck.hi < 1.0,
-       "MFU and HFU lie between a tenth of the large product's rate and all of it over their whole intervals",
-       operands=(mfu.hi, 1.0))
+       and abs(hfu_ck.point / mfu_ck.point - hw_over_model) < 1e-9 and hw_flops >= model_flops,
+       "HFU over MFU is the hardware FLOPs over the model FLOPs in every round, whatever the time: a consequence "
+       "of the counts", operands=(hfu_ck.point / mfu_ck.point, hw_over_model), relation=("at least", "larger"))
+sanity("mfu_between", mfu.lo > 0.2 and mfu_ck.lo > 0.15 and hfu_ck.lo > 0.2
+       and max(mfu.hi, mfu_ck.hi, hfu_ck.hi) < 1.0,
+       "MFU and HFU lie above the page's lower bounds and below the large product's rate over their whole intervals",
+       operands=(max(mfu.hi, mfu_ck.hi, hfu_ck.hi), 1.0), relation="smaller")
+# a tighter bound failed once under heavy load: a round whose large product is disturbed inflates that round's MFU
 sanity("step_over_at_peak", est["at_peak_over_step"].lo > 1.0,
-       "the plain step takes longer than what its model FLOPs would take at the large product's rate",
+       "the plain step takes longer than its model FLOPs would take at the large product's rate (MFU below 1)",
        operands=(est["at_peak_over_step"].lo, 1.0))
-sanity("opt_counts_nothing", est["opt_share"].lo > 0.03 and opt_counted == 0,
-       "the AdamW update takes more than 3% of the step and the counter records no FLOPs for it",
-       operands=(est["opt_share"].lo, 0.03), relation="not")
+sanity("opt_counts_nothing", est["opt_share"].lo > 0.05 and opt_counted == 0,
+       "the AdamW update takes more than 5% of the step and the counter records no FLOPs for it",
+       operands=(est["opt_share"].lo, 0.05), relation="not")

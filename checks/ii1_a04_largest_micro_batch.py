@@ -2,7 +2,8 @@
 
 Builds a small GPT-2 (token and position embeddings with dropout, L blocks as in II.1.A02 with the fused
 one-byte-mask dropout a GPU runs, a final LayerNorm, a head tied to the token embedding, a cross-entropy
-loss computed in fp32 on the bf16 logits, as autocast does) in bf16 on the CPU, and counts with
+loss computed in fp32 on the bf16 logits) as a bf16 model on the CPU (not under autocast: only the loss is cast
+to fp32), and counts with
 torch.autograd.graph.saved_tensors_hooks, by storage, every byte autograd keeps for the backward pass:
 per block, and outside the blocks (embeddings, final LayerNorm, head, loss). It reads the bytes of the
 logits and of their fp32 copy from the real tensors, and repeats the count with every block under
@@ -67,7 +68,7 @@ class GPT2(nn.Module):
         for blk in self.blocks:
             x = checkpoint(blk, x, use_reentrant=False) if ckpt else blk(x)
         logits = self.ln_f(x) @ self.wte.weight.t()            # the head, tied to the token embedding: bf16
-        logits32 = logits.float()                              # autocast runs cross_entropy in fp32
+        logits32 = logits.float()                              # the loss in fp32: the only cast of the bf16 model
         LOGITS["bf16"], LOGITS["fp32"] = logits.nbytes, logits32.nbytes
         # cross_entropy is nll_loss(log_softmax(x)): written as the two, so that hooks can read the gradients
         # the backward pass makes of the log-probabilities and of the fp32 logits
@@ -162,6 +163,12 @@ sanity("ckpt_formula", ck["block"] == 0 and ck["outside"] == L_s * 2 * s_s * b_s
 sanity("logits_in_flight", trans == 6 * s_s * b_s * V_s and trans_bw == 8 * s_s * b_s * V_s,
        "the bf16 logits and their fp32 copy are 6 sbV bytes; the two fp32 gradients of the loss's backward 8 sbV",
        operands=(trans_bw, 8 * s_s * b_s * V_s), relation=("equal", "larger"))
+# the causal mask: each plain block keeps one (s^2 bool bytes, the last term of blk_formula); checkpointed, the
+# blocks keep their inputs alone, so no mask outlives the forward pass (it is rebuilt in the block's recompute)
+sanity("ckpt_keeps_no_mask", blk_count - b_s * layer_bytes(s_s, h_s, a_s) == s_s * s_s
+       and ck["block"] + ck["outside"] - out_formula - L_s * 2 * s_s * b_s * h_s == 0,
+       "the plain run keeps an s^2-byte mask per block; the checkpointed run keeps no mask",
+       operands=(ck["block"] + ck["outside"] - out_formula - L_s * 2 * s_s * b_s * h_s, 0), relation="not")
 value("small_fwd_in_flight", trans, unit="B")
 value("small_bwd_in_flight", trans_bw, unit="B")
 sanity("same_loss", loss_p == loss_c, "the checkpointed forward computes the same loss", relation="equal",
@@ -185,6 +192,10 @@ A = layer_bytes(s, h, a)
 OUT = outside_bytes(s, h, V)
 T = max(6 * s * V, 8 * s * V)                         # the larger of the two, per sequence: the backward's
 inp = 2 * s * h
+# under checkpointing the step holds the kept inputs and the larger of two moments: the loss's backward (the outside
+# part and the logits in flight) and a layer's recompute (that layer's tensors less its input, whose storage is the
+# kept one, and of the outside part only the token ids: the rest is freed before the first recompute, II.1.A03)
+RECOMP = A - inp + 8 * s
 value("state_gb", state / GB)
 value("layer_mb", A / MB)
 value("layers_gb", L * A / GB)
@@ -194,21 +205,27 @@ value("logits_mb", T / MB)
 value("logits_fwd_mb", 6 * s * V / MB)
 value("inputs_mb", L * inp / MB)
 per_seq_plain = L * A + OUT + T
-per_seq_ck = L * inp + OUT + max(A, T)
-const_plain = L * s * s + 8 * s + 4                  # the causal masks, the position ids, the loss's total weight
-const_ck = s * s + 8 * s + 4                         # one block's mask, while it is recomputed
+per_seq_ck = L * inp + max(OUT + T, RECOMP)
+# per micro-batch: without checkpointing the L causal masks autograd keeps, the position ids, the loss's total
+# weight; with checkpointing no mask is kept (each is built again in its block's recompute, and held only with that
+# block's activations: the small model's count, ckpt_formula), so at the loss's peak only the ids and the weight
+const_plain = L * s * s + 8 * s + 4
+const_ck = 8 * s + 4
+value("const_plain_mb", const_plain / MB)
+value("const_ck_bytes", const_ck, unit="B")
 value("per_seq_plain_gb", per_seq_plain / GB)
 value("per_seq_ckpt_mb", per_seq_ck / MB)
 value("ckpt_saving", per_seq_plain / per_seq_ck)
-sanity("logits_exceed_layer", T > A, "the logits in flight exceed one layer's activations",
-       operands=(T, A), relation="larger")
+sanity("logits_exceed_layer", T > A and OUT + T > RECOMP and per_seq_ck == L * inp + OUT + T,
+       "the logits in flight exceed one layer's activations, so the loss's backward, not a recompute, sets the "
+       "checkpointed peak", operands=(T, A), relation="larger")
 
 
 def need(b, ckpt):
     """Bytes of a step at micro-batch b: the training state, what autograd keeps, and the larger of the two
     things that come and go (the logits in flight at the loss; one block's activations while it is recomputed)."""
     if ckpt:
-        return state + b * (L * inp + OUT) + max(b * A + s * s, b * T) + 8 * s + 4
+        return state + b * L * inp + max(b * (OUT + T), b * RECOMP + s * s) + const_ck
     return state + b * (L * A + OUT + T) + const_plain
 
 
@@ -244,11 +261,20 @@ WHOLE = ("a whole number of sequences: a 1% nudge of any input moves the room by
          "sequences, which the margins slack_plain_mib and to_next_plain_mib show")
 value("b_plain", bp, fixed=WHOLE)
 value("b_ckpt", bc)
-value("b_plain_exact", (cap - state - const_plain) / per_seq_plain)
-value("b_ckpt_exact", (cap - state - const_ck) / per_seq_ck)
-sanity("ratios_differ", bc / bp != per_seq_plain / per_seq_ck and bp < (cap - state - const_plain) / per_seq_plain,
-       "the ratio of the answers differs from the ratio of the per-sequence figures: each answer rounds down",
-       operands=(bc / bp, per_seq_plain / per_seq_ck), relation="differs")
+bpx = value("b_plain_exact", (cap - state - const_plain) / per_seq_plain)
+bcx = value("b_ckpt_exact", (cap - state - const_ck) / per_seq_ck)
+value("b_exact_ratio", bcx / bpx)
+# the exact figures' ratio exceeds the per-sequence ratio only through the per-batch constants: with the same
+# constant in both budgets it would equal it
+same_const = ((cap - state - const_ck) / per_seq_ck) / ((cap - state - const_ck) / per_seq_plain)
+sanity("exact_ratio_masks", bcx / bpx > per_seq_plain / per_seq_ck and const_plain - const_ck == L * s * s
+       and math.isclose(same_const, per_seq_plain / per_seq_ck, rel_tol=1e-12),
+       "the exact figures' ratio is larger than the per-sequence ratio because only the plain budget holds the L masks",
+       operands=(bcx / bpx, per_seq_plain / per_seq_ck), relation="larger")
+sanity("ratios_differ", bc / bp != per_seq_plain / per_seq_ck and bc / bp != bcx / bpx and bp < bpx and bc < bcx
+       and (bpx - bp) / bpx > (bcx - bc) / bcx,
+       "the ratio of the answers differs from both ratios: each answer rounds down, the plain one by a larger share",
+       operands=((bpx - bp) / bpx, (bcx - bc) / bcx), relation=("differs", "larger"))
 value("b_plain_next", bp + 1, fixed=WHOLE)
 value("b_ckpt_next", bc + 1)
 value("need_plain_gb", need(bp, False) / GB)
@@ -291,8 +317,8 @@ gpu_stats = L * 8 * s                                 # per sequence, over the L
 value("gpu_stats_mb", gpu_stats / MB)
 value("masks_mb", L * s * s / MB)
 b_gpu = ((cap - state - const_plain) // (per_seq_plain + gpu_stats),
-         (cap - state - const_ck) // per_seq_ck)   # the checkpointed peak is the logits', larger than A + 8s
-b_nomask = ((cap - state - const_plain + L * s * s) // per_seq_plain, (cap - state - const_ck + s * s) // per_seq_ck)
-sanity("stats_masks_no_effect", b_gpu == (bp, bc) == b_nomask and A + 8 * s < T,
-       "fp32 LayerNorm statistics, or masks not counted, leave both answers the same",
+         (cap - state - const_ck) // per_seq_ck)   # the checkpointed peak is the loss's, larger than a recompute's
+b_nomask = (cap - state - const_plain + L * s * s) // per_seq_plain
+sanity("stats_masks_no_effect", b_gpu == (bp, bc) and b_nomask == bp and RECOMP + 8 * s < OUT + T,
+       "fp32 LayerNorm statistics, or the masks left out of the plain budget, leave both answers the same",
        operands=(b_gpu, (bp, bc)), relation="equal")

@@ -1,7 +1,7 @@
 """II.2.A03 — Compute-optimal tokens, and the days a named model takes.
 
 Counts the FLOPs of one real training step (forward, backward, AdamW step) of a small Llama-style model
-on real CPU tensors with FlopCounterMode, and checks that the count per token is exactly 6 N_mm (N_mm:
+on real CPU tensors with FlopCounterMode, and checks that the count per token is exactly 6 N_w (N_w:
 the weights that enter a matrix product) plus the attention products 12 L T d. It then takes C = 6 N D
 to Llama 2 7B trained on the 2.0T tokens of its paper: Chinchilla's tokens per parameter for it, the
 days on 1,024 A100s at a stated MFU, and the MFU implied by the GPU hours the paper reports.
@@ -63,7 +63,7 @@ class Llama(nn.Module):
 
 
 def counts(V, d, L, f):
-    """All parameters; the weights of matrix products (every Linear, the head included); the embedding."""
+    """All parameters; N_w, the weights of matrix products (every Linear, the head among them)."""
     n_mm = L * (4 * d * d + 3 * d * f) + d * V
     n_all = n_mm + V * d + (2 * L + 1) * d
     return n_all, n_mm
@@ -113,17 +113,17 @@ attn_s = value("attn_s", 12 * L_s * T_s * d_s)
 six_n_s = value("six_n_s", 6 * N_s)
 value("fwd_share", fwd_flops / fb_flops, fixed="a backward pass of a matrix product is two products of its size")
 print(f"Small model: V={V_s}, d={d_s}, L={L_s}, H={H_s}, f={f_s}: N = {N_s:,} parameters, "
-      f"N_mm = {Nmm_s:,} in matrix products; loss {loss0:.4f} (ln V = {math.log(V_s):.4f})")
+      f"N_w = {Nmm_s:,} in matrix products; loss {loss0:.4f} (ln V = {math.log(V_s):.4f})")
 print(f"One real step on {B_s} x {T_s} = {D_s} tokens, FlopCounterMode")
 row("FLOPs", "step", "per token")
 row("forward", f"{fwd_flops:,}", f"{fwd_flops / D_s:,.0f}")
 row("forward + backward", f"{fb_flops:,}", f"{fb_flops / D_s:,.0f}")
 row("forward + backward + AdamW step", f"{step_flops:,}", f"{per_tok:,.0f}")
-row("6 N_mm", "", f"{six_nmm:,}")
+row("6 N_w", "", f"{six_nmm:,}")
 row("12 L T d (Q K^T and P V)", "", f"{attn_s:,}")
 row("6 N (all parameters)", "", f"{six_n_s:,}")
 sanity("step_split", step_flops == (six_nmm + attn_s) * D_s,
-       "the counted step is exactly (6 N_mm + 12 L T d) FLOPs per token", operands=(per_tok, six_nmm + attn_s),
+       "the counted step is exactly (6 N_w + 12 L T d) FLOPs per token", operands=(per_tok, six_nmm + attn_s),
        relation="equal")
 sanity("fwd_third", 3 * fwd_flops == fb_flops, "the backward pass counts twice the forward pass",
        operands=(fb_flops - fwd_flops, 2 * fwd_flops), relation="twice")
@@ -158,7 +158,12 @@ r_1b = value("r_1b", D_1b / 1e9)
 value("N_ch_b", N_ch / 1e9)
 value("D_ch_t", D_ch / 1e12)
 value("D_1b_b", D_1b / 1e9)
-value("C_ch", 6 * N_ch * D_ch, unit="FLOP")
+C_ch = value("C_ch", 6 * N_ch * D_ch, unit="FLOP")
+C_gopher = fact("chinchilla_table3_67b_flops", "C_gopher", unit="FLOP")   # Table 3's 67B row: one Gopher budget
+ch_over_budget = value("C_ch_over_gopher", C_ch / C_gopher)
+sanity("ch_6nd_near_budget", C_ch > C_gopher and abs(ch_over_budget - 1) < 0.03,
+       "6ND for Chinchilla's N and D is above the paper's Gopher budget, by less than 3%",
+       operands=(C_ch, C_gopher), relation="larger")
 print(f"\nChinchilla: {N_ch / 1e9:.0f}B parameters on {D_ch / 1e12:.1f}T tokens = {r_ch:.1f} tokens per parameter; "
       f"Table 3, 1B parameters: {D_1b / 1e9:.1f}B tokens = {r_1b:.1f} per parameter")
 
@@ -171,6 +176,7 @@ T = fact("llama2_7b_max_positions", "T")
 D = fact("llama2_7b_train_tokens", "D")
 gpu_hours = fact("llama2_7b_gpu_hours", "gpu_hours")
 peak = fact("a100_sxm_bf16_dense_tflops", "peak_tflops", unit="TFLOP/s")
+power_w = fact("llama2_7b_power_w", "power_w", unit="W")   # Table 2's power column: its carbon estimate's figure
 n_gpu = given("n_gpu", 1024)
 value("n_gpu_2x", 2 * n_gpu)
 mfu = given("mfu", 0.45)
@@ -189,7 +195,7 @@ value("attn_per_tok_g", 12 * L * T * d / 1e9)
 value("six_n_per_tok_g", 6 * N / 1e9)
 print(f"\nLlama 2 7B: N = {N:,} ({Nmm:,} in matrix products), D = {D:.2e} tokens, context T = {T}")
 row("C = 6 N D", f"{C:.3e} FLOPs")
-row("(6 N_mm + 12 L T d) D", f"{C_count:.3e} FLOPs", f"{per_tok_7b / (6 * N):.3f} x 6ND")
+row("(6 N_w + 12 L T d) D", f"{C_count:.3e} FLOPs", f"{per_tok_7b / (6 * N):.3f} x 6ND")
 
 D_opt = value("D_opt_b", r_ch * N / 1e9)
 value("D_opt", r_ch * N)
@@ -212,6 +218,7 @@ gpu_s = gpu_hours * 3600
 mfu_paper = value("mfu_paper", C / (gpu_s * peak * 1e12))
 hfu_count = value("mfu_paper_count", C_count / (gpu_s * peak * 1e12))
 days_paper = value("days_paper", gpu_hours / n_gpu / 24)
+value("energy_mwh", gpu_hours * power_w / 1e6, unit="MWh")   # GPU hours times Table 2's watts per GPU
 value("gpu_hours_m", gpu_hours / 1e6)
 row("MFU implied by 184,320 GPU hours", f"{mfu_paper:.1%}", f"{hfu_count:.1%} with attention")
 row(f"the paper's hours on {n_gpu} GPUs", f"{days_paper:.2f} days")

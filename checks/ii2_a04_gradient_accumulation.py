@@ -96,7 +96,8 @@ shrink = given("shrink", 0.5)            # micro-batch j holds sequences of roun
 B = k * b
 gen = torch.Generator().manual_seed(seed)
 tokens = torch.randint(0, V_s, (B, T_s + 1), generator=gen)
-inputs, labels = tokens[:, :-1], tokens[:, 1:].clone()
+inputs, labels = tokens[:, :-1], tokens[:, 1:].clone()   # T + 1 drawn: the first T in, the last T the labels
+value("T_drawn", tokens.shape[1])
 
 
 def make(dtype=torch.float32):
@@ -161,6 +162,7 @@ eps32 = value("eps32", torch.finfo(torch.float32).eps,
 eps_ratio = value("eps_ratio", torch.finfo(torch.float64).eps / eps32,
                   fixed="2^-52 / 2^-23 = 2^-29: the ratio of the two formats' precisions")
 ratio64_32 = value("ratio64_32", rel64 / rel32)
+value("ratio_over_eps", ratio64_32 / eps_ratio)
 print(f"Model: V={V_s}, d={d_s}, L={L_s}, H={H_s}, f={f_s}: {N:,} parameters. Batch {B} x {T_s}; "
       f"k = {k} micro-batches of b = {b}")
 row("", "max |diff|", "relative (norm)")
@@ -308,7 +310,8 @@ sanity("same_flops", fl_big == fl_acc, "the accumulated step and the large batch
 n_mm = sum(m.weight.numel() for m in m32.modules() if isinstance(m, nn.Linear))
 value("Nmm", n_mm)
 sanity("flops_mm_only", round(fl_big * 1e9) == 6 * n_mm * B * T_s,
-       "the count is exactly 6 N_mm per token: the weights' products alone, no attention products",
+       "the count is exactly 6 N_w per token (N_w: the weights of matrix products): the weights' products alone, "
+       "no attention products",
        operands=(fl_big, 6 * n_mm * B * T_s / 1e9), relation=("equal", "not"))
 value("attn_uncounted_g", 12 * L_s * T_s * d_s * B * T_s / 1e9, unit="GFLOP")
 

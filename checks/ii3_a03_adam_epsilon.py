@@ -14,6 +14,8 @@ import math
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.optim.adam as adam_mod
+from torch.optim.optimizer import _get_foreach_kernels_supported_devices
 
 from numbook.check import given, sanity, value
 
@@ -203,16 +205,18 @@ sanity("small_g_rounds_zero", all((g == 0) == (s < half_sub) for s, g in zip(sca
        "moment's flush point", operands=(g16_scales[4], 0.0), relation="smaller")
 g_m_hi = [s for s, r in fp16_col if math.isinf(r)]
 g_m_lo = [s for s, r in fp16_col if math.isnan(r)]
-sanity("fp16_column", len(g_m_hi) + len(g_m_lo) == len(scales) and min(g_m_hi) > g_m > max(g_m_lo),
+sanity("fp16_column", g_m_hi == scales[:3] and g_m_lo == scales[3:] and min(g_m_hi) > g_m > max(g_m_lo),
        "in fp16 with eps 1e-8 every gradient size of the table gives inf or nan: inf above the first moment's flush "
        "point, nan below it", operands=(min(g_m_hi), g_m), relation=("larger", "smaller"))
 sanity("update_formula", worst < 1e-4, "the fp32 first step's update is lr * g / (g + eps) for every g and eps",
        operands=(worst, 1e-4), relation=("equal", "half"))
-# the raised eps in fp16: no inf, but where v flushed the update is lr * g / eps, larger than lr for g > eps
+# the raised eps in fp16: no inf, but where v flushed the update is lr * m / ((1 - beta1) * eps), about lr * g / eps
 e16h = value("eps_hi_in_fp16", torch.tensor(eps_hi).to(HF).item())
-dph, _, vh = adam_step(G, HF, lr, eps_hi)
+dph, m_h, vh = adam_step(G, HF, lr, eps_hi)
 n_inf_h = value("n_inf_hi", int(dph.isinf().sum()), fixed="with eps in fp16 not zero, no update divides by zero")
 n_nan_h = value("n_nan_hi", int(dph.isnan().sum()), fixed="with eps in fp16 not zero, no update divides by zero")
+sanity("no_nonfinite_hi", n_inf_h == n_nan_h == 0 < n_inf, "with eps 1e-5, not zero in fp16, the probe leaves no inf "
+       "or nan", operands=(n_inf_h + n_nan_h, n_inf), relation="not")
 vz_h = vh == 0
 n_vz_h = value("n_v_zero_hi", int(vz_h.sum()), fixed=PROBE)
 over = (dph.double().abs() > lr) & vz_h                       # compared with the learning rate in float64
@@ -220,17 +224,47 @@ n_over = value("n_over_lr_hi", int(over.sum()),
                fixed="the fp16 gradients between eps_hi and g_v whose rounded update exceeds lr; independent of lr, "
                "and a 1% nudge of eps_hi moves its fp16 value by one subnormal spacing, which the rounding of the "
                "updates next to lr absorbs (5% gives 7,401)")
-# the second route: the update the formula gives where v = 0, lr / (1 - beta1) * m / eps, rounded once to fp16
-_, m_h, _ = adam_step(G, HF, lr, eps_hi)
+# the second route: lr / (1 - beta1) * m / eps with m and eps as stored in fp16, rounded once to fp16
 pred_upd = (lr / (1 - b1) * m_h.double() / e16h).to(HF).double()
 n_over_pred = int(((pred_upd.abs() > lr) & vz_h).sum())
+same_upd = bool((pred_upd.abs()[vz_h] == dph.double().abs()[vz_h]).all())
+sanity("raised_eps_fp16", 0 < n_over == n_over_pred < n_vz_h and same_upd,
+       "where v flushed every update equals lr * m / ((1 - beta1) eps) with m and eps as stored in fp16; fewer than "
+       "all of those updates are larger than lr, as many as that formula gives", operands=(n_over, n_over_pred),
+       relation=("larger", "smaller", "equal"))
+# with m exact the formula is lr * g / eps: approximate where m = fp16(0.1 g) is a coarse subnormal
+gd = G.double()
+n_over_g = value("n_over_g_formula", int(((lr * gd / eps_hi > lr) & vz_h).sum()))
+n_over_g16 = value("n_over_g_formula16", int(((lr * gd / e16h > lr) & vz_h).sum()))
+ratio_g = dph.double().abs() / (lr * gd / e16h)
+sel_m = vz_h & (m_h != 0)
+sel_hi = vz_h & (gd > eps_hi)
+r_lo = value("g_formula_ratio_lo", ratio_g[sel_m].min().item())
+r_hi = value("g_formula_ratio_hi", ratio_g[sel_m].max().item())
+r_lo_e = value("g_formula_ratio_lo_above_eps", ratio_g[sel_hi].min().item())
+r_hi_e = value("g_formula_ratio_hi_above_eps", ratio_g[sel_hi].max().item())
+print(f"eps {eps_hi:g} in fp16, v = 0: {n_over:,} updates above lr ({n_over_pred:,} by lr m / ((1 - beta1) eps16)); "
+      f"lr g / eps gives {n_over_g:,}, lr g / eps16 {n_over_g16:,}; real / (lr g / eps16) {r_lo:.3f} to {r_hi:.3f}, "
+      f"above eps {r_lo_e:.3f} to {r_hi_e:.3f}")
+sanity("g_formula_approx", n_over_g16 < n_over and n_over_g < n_over and r_lo < 1 < r_hi
+       and r_lo < r_lo_e < 1 < r_hi_e < r_hi,
+       "lr * g / eps is approximate where v flushed: the real update lies on both sides of it, nearer above eps, and "
+       "it counts fewer updates above lr than the real step", operands=(n_over_g, n_over),
+       relation=("larger", "smaller"))
+# the 1e-3 row of the table lies below the flush point: its update is about lr * g / eps
+u16h_0 = abs(adam_step(torch.full((4,), scales[0]), HF, lr, eps_hi)[0]).max().item() / lr
+g16_0 = torch.tensor(scales[0]).to(HF).item()
+sanity("table_hi_flushed", scales[0] < g_v and abs(u16h_0 / (g16_0 / e16h) - 1) < 0.01,
+       "g = 1e-3 lies below the flush point of v; its update is lr * g / eps to 1%", operands=(scales[0], g_v),
+       relation="smaller")
+# the largest update: at the flush point, a little above g_v / eps16 because m is rounded to fp16
 worst_over = value("max_over_lr_hi", dph.abs().max().item() / lr)
-value("pred_max_over", g_v / e16h)
-sanity("raised_eps_fp16", n_inf_h == n_nan_h == 0 < n_over == n_over_pred < n_vz_h
-       and abs(worst_over / (g_v / e16h) - 1) < 0.01,
-       "raising eps to 1e-5 removes every inf and nan in fp16, but where v flushed the update is lr * g / eps: "
-       "fewer than all of those updates are larger than lr, up to g_v / eps times it",
-       operands=(n_over, n_over_pred), relation=("larger", "smaller", "not", "equal"))
+pred_over = value("pred_max_over", g_v / e16h)
+k_max = int(dph.abs().argmax())
+sanity("max_over_from_m", G[k_max].item() == g_v and worst_over > pred_over
+       and worst_over == pred_upd.abs()[vz_h].max().item() / lr and abs(worst_over / pred_over - 1) < 0.01,
+       "the largest update is at the flush point g_v; with m rounded to fp16 it lies above g_v / eps16, by under 1%",
+       operands=(worst_over, pred_over), relation=("larger", "largest"))
 # above the flush point v is a subnormal with few significant bits: updates there still exceed lr
 ratio_h = dph.double().abs() / lr
 k_top = int(torch.where(vz_h, torch.zeros_like(ratio_h), ratio_h).argmax())
@@ -246,6 +280,23 @@ for j, e in enumerate((eps, eps_mid, eps_hi)):
     value(f"model_max_update_{j}", dp.abs().max().item())
     halves.append((float((dp.abs() < lr / 2).float().mean()), float((g_all.abs() < e).float().mean())))
     print(f"  eps {e:g}: share of updates under half the learning rate {float((dp.abs() < lr / 2).float().mean()):.4%}")
+# -- Which implementation a default Adam runs: record the calls of the two candidates ------------------------
+called = []
+_single, _multi = adam_mod._single_tensor_adam, adam_mod._multi_tensor_adam
+adam_mod._single_tensor_adam = lambda *a, **k: (called.append("single"), _single(*a, **k))[1]
+adam_mod._multi_tensor_adam = lambda *a, **k: (called.append("foreach"), _multi(*a, **k))[1]
+try:
+    q = torch.zeros(8, dtype=HF, requires_grad=True)
+    q.grad = G[:8].to(HF)
+    torch.optim.Adam([q], lr=lr).step()                      # foreach and fused left at their default, None
+finally:
+    adam_mod._single_tensor_adam, adam_mod._multi_tensor_adam = _single, _multi
+foreach_devices = _get_foreach_kernels_supported_devices()
+print(f"\ndefault Adam on a CPU tensor runs: {called}; foreach kernels by default on: {foreach_devices}")
+sanity("cpu_default_single_tensor", called == ["single"] and "cpu" not in foreach_devices and "cuda" in foreach_devices,
+       "a default Adam step on CPU tensors runs the single-tensor implementation, not foreach; foreach is the default "
+       "on CUDA", operands=(called[0], "single"), relation="not")
+
 # -- Other implementations: fused=True on the CPU ---------------------------------------------------------------
 dpf, _, vf = adam_step(G, HF, lr, eps, fused=True)
 dpe, _, _ = adam_step(G, HF, lr, eps, foreach=True)

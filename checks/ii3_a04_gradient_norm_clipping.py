@@ -13,6 +13,7 @@ runs over five seeds.
 
 import inspect
 import math
+import statistics
 
 import torch
 import torch.nn as nn
@@ -172,7 +173,8 @@ sanity("norm_overflow_probe", x_fin < x_pred <= x_inf and x_fin * x_fin * n16 > 
        "the norm overflows to inf first where x * sqrt(n) passes 65,520, not where the sum of squares passes 65,504",
        operands=(x_pred, x_inf), relation=("larger", "not"))
 # the accumulation: torch's fp16 norm equals the fp32 norm rounded once to fp16
-g16 = (torch.randn(n16, generator=torch.Generator().manual_seed(seed)) * 300).to(HF)
+demo_scale = given("demo_scale", 300)
+g16 = (torch.randn(n16, generator=torch.Generator().manual_seed(seed)) * demo_scale).to(HF)
 n_torch = torch.linalg.vector_norm(g16)
 n_ref = g16.float().norm().to(HF)
 value("demo_norm", n_torch.item())
@@ -202,6 +204,35 @@ sanity("stack_overflows", all(math.isfinite(e) for e in each) and torch.isinf(to
 sanity("inf_norm_zeroes", torch.isinf(tn) and zeroed == n16 and torch.isinf(tot_k) and zeroed_k == k16 * n16,
        "an inf total norm makes the coefficient zero: every gradient element is zero after the clip, in the single "
        "tensor and in the stacked case", operands=(zeroed, n16), relation="equal")
+# double rounding: two tensors whose true total is under 65,520, each norm rounded up in fp16, the total then inf.
+# Each true norm t lies between the midpoint below f and 65,520 / sqrt(2), where f is the first fp16 value with
+# f * sqrt(2) >= 65,520: t rounds up to f, and the stacked norm f * sqrt(2) rounds to inf.
+f_up = next(v for v in vals.tolist() if v * math.sqrt(2) >= inf_from)
+f_below = torch.nextafter(torch.tensor(f_up, dtype=HF), torch.tensor(0.0, dtype=HF)).item()
+t_target = ((f_up + f_below) / 2 + inf_from / math.sqrt(2)) / 2    # the middle of that window
+a_lo = math.floor(t_target / math.sqrt(n16))                         # n16 elements of a_lo or a_lo + 1
+k_hi = round((t_target**2 - n16 * a_lo**2) / (2 * a_lo + 1))
+g_dr = torch.full((n16,), float(a_lo), dtype=HF)
+g_dr[:k_hi] = a_lo + 1
+dr_ps = [nn.Parameter(torch.zeros(n16, dtype=HF)) for _ in range(2)]
+for q in dr_ps:
+    q.grad = g_dr.clone()
+value("dr_k", k_hi)
+value("dr_hi", a_lo + 1)
+value("dr_lo", a_lo)
+dr_true = value("dr_true_each", g_dr.double().norm().item())
+dr_each16 = value("dr_each16", torch.linalg.vector_norm(g_dr).item(),
+                  fixed="the first fp16 value f with f sqrt(2) >= 65,520: the tensors are built so that each true norm "
+                  "rounds up to it, for any n16; a property of the fp16 format")
+dr_total_true = value("dr_true_total", math.sqrt(2) * dr_true)
+dr_tot = clip_grad_norm_(dr_ps, max_norm)
+dr_zeroed = value("dr_zeroed", sum(int((q.grad == 0).sum()) for q in dr_ps))
+print(f"two tensors of {n16} elements ({k_hi} of {a_lo + 1}, the rest {a_lo}): true norms {dr_true:.2f} each, "
+      f"{dr_each16} in fp16; true total {dr_total_true:.2f}; clip_grad_norm_ returns {dr_tot.item()}")
+sanity("double_rounding", dr_total_true < inf_from and dr_true < dr_each16 and torch.isinf(dr_tot)
+       and dr_zeroed == 2 * n16 and dr_each16 * math.sqrt(2) >= inf_from,
+       "two tensors with a true total norm smaller than 65,520: each norm rounds up in fp16 and the stacked norm is "
+       "inf, not finite; every element is zeroed", operands=(dr_total_true, inf_from), relation=("smaller", "not"))
 try:
     q = nn.Parameter(torch.zeros(n16, dtype=HF))
     q.grad = torch.full((n16,), x_inf, dtype=HF)
@@ -226,34 +257,53 @@ sanity("scaler_refuses_fp16", refused, "GradScaler's unscale_ raises a ValueErro
        operands=(refused, True),
        relation="not")
 # the recipe: fp32 parameters, fp16 autocast; the scale overflows the backward; unscale_, clip, step
-net2, gen2, teacher2 = make(seed)
-opt2 = torch.optim.SGD(net2.parameters(), lr=0.1)
 scale0 = given("big_scale_exp", 40)
-scaler = torch.amp.GradScaler("cpu", init_scale=2.0**scale0)
-w0 = [p.detach().clone() for p in net2.parameters()]
-x2, y2 = batch(gen2, teacher2)
-with torch.autocast("cpu", dtype=HF):
-    loss2 = F.cross_entropy(net2(x2), y2)
-scaler.scale(loss2).backward()
-scaler.unscale_(opt2)
-tn2 = clip_grad_norm_(net2.parameters(), max_norm)
-nonfin2 = value("recipe_nonfinite_grads", sum(int((~p.grad.isfinite()).sum()) for p in net2.parameters()))
-n_p2 = sum(p.numel() for p in net2.parameters())
-sanity("recipe_overflows", nonfin2 == n_p2 and torch.isnan(tn2), "after unscale_ every gradient element of the "
-       "overflowed backward pass is inf or nan, equal to the parameter count, and the total norm is nan",
-       operands=(nonfin2, n_p2), relation="equal")
-scaler.step(opt2)
-kept = all(torch.equal(a, b.detach()) for a, b in zip(w0, net2.parameters(), strict=True))
-scale_after_step = scaler.get_scale()                         # step() skips; the scale is still the initial one
-scaler.update()
-value("recipe_scale_after", scaler.get_scale())
+
+
+def recipe(reduction):
+    """One scaled step of the recipe on the first batch of the seed's data; returns what the check reads."""
+    net2, gen2, teacher2 = make(seed)
+    opt2 = torch.optim.SGD(net2.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**scale0)
+    w0 = [p.detach().clone() for p in net2.parameters()]
+    x2, y2 = batch(gen2, teacher2)
+    with torch.autocast("cpu", dtype=HF):
+        loss2 = F.cross_entropy(net2(x2), y2, reduction=reduction)
+    scaler.scale(loss2).backward()
+    scaler.unscale_(opt2)
+    found = sum(v.item() for v in scaler._found_inf_per_device(opt2).values())   # what step() reads
+    tn2 = clip_grad_norm_(net2.parameters(), max_norm)
+    gs = [p.grad for p in net2.parameters()]
+    n_nan = sum(int(g.isnan().sum()) for g in gs)
+    n_inf = sum(int(g.isinf().sum()) for g in gs)
+    scaler.step(opt2)
+    kept = all(torch.equal(a, b.detach()) for a, b in zip(w0, net2.parameters(), strict=True))
+    scale_after_step = scaler.get_scale()                     # step() skips; the scale is still the initial one
+    scaler.update()
+    return dict(tn=tn2, nan=n_nan, inf=n_inf, found=found, kept=kept, s_step=scale_after_step,
+                s_after=scaler.get_scale(), n_p=sum(g.numel() for g in gs))
+
+
+rc = recipe("mean")
+rc_sum = recipe("sum")
+nonfin2 = value("recipe_nonfinite_grads", rc["nan"] + rc["inf"])
+value("recipe_nan_grads", rc["nan"])
+value("recipe_inf_grads", rc["inf"], fixed="the overflowed backward pass gives nan, not inf, in every element")
+n_p2 = rc["n_p"]
+sanity("recipe_overflows", nonfin2 == rc["nan"] == n_p2 and rc["inf"] == 0 and torch.isnan(rc["tn"]),
+       "after unscale_ every gradient element of the overflowed backward pass is nan, none inf, equal to the "
+       "parameter count, and the total norm is nan", operands=(rc["nan"], n_p2), relation=("equal", "not"))
+sanity("recipe_reduction_free", all(rc_sum[k] == rc[k] for k in ("nan", "inf", "kept", "s_after"))
+       and torch.isnan(rc_sum["tn"]), "with the loss summed over the batch instead of averaged the same elements "
+       "are nan, the step is skipped and the scale halved", operands=(rc_sum["nan"], rc["nan"]), relation="equal")
+value("recipe_scale_after", rc["s_after"])
 value("recipe_scale_before", 2.0**scale0)
-sanity("scaler_skips", not torch.isfinite(tn2) and nonfin2 > 0 and kept and scale_after_step == 2.0**scale0
-       and scaler.get_scale() == 2.0 ** (scale0 - 1),
-       "with an inf in the scaled gradients the clip's norm is not finite, but scaler.step skips the step: the "
-       "weights are unchanged; scaler.update then halves the scale", operands=(scaler.get_scale(), 2.0**scale0),
-       relation=("half", "not"))
-row("recipe: total norm after unscale_", f"{tn2.item()}")
+sanity("scaler_skips", not torch.isfinite(rc["tn"]) and rc["found"] > 0 and rc["kept"]
+       and rc["s_step"] == 2.0**scale0 and rc["s_after"] == 2.0 ** (scale0 - 1),
+       "with a non-finite value in the unscaled gradients (found_inf counts nan as well as inf) the clip's norm is "
+       "not finite, but scaler.step skips the step: the weights are unchanged; scaler.update then halves the scale",
+       operands=(rc["s_after"], 2.0**scale0), relation=("half", "not"))
+row("recipe: total norm after unscale_", f"{rc['tn'].item()}")
 
 # -- Step 5: how often a real run clips ---------------------------------------------------------------------------
 steps = given("steps", 300)
@@ -283,7 +333,7 @@ value("clipped_frac_seed0", clipped0 / steps)
 first_clip = value("first_clipped_step", 1 + next(i for i, n in enumerate(norms0) if n > max_norm))
 
 value("norm_first", norms0[0])
-value("norm_median", sorted(norms0)[steps // 2])
+value("norm_median", statistics.median(norms0))
 value("loss_first10", sum(losses0[:10]) / 10)
 value("loss_last10", sum(losses0[-10:]) / 10)
 fr = estimate("clipped_frac", [sum(n > max_norm for n in nr) / steps for nr, _ in runs], n=steps * seeds,

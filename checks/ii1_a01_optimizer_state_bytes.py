@@ -124,8 +124,9 @@ def train_step(recipe, make, tokens, meta=False):
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), torch.autocast("cpu", dtype=torch.bfloat16):
             loss = work(tokens)
         AUTOCAST["copies"] = copies
+        dtypes = sorted({d for d, _ in saved.values()}, key=str)   # sorted: a set's order changes between processes
         AUTOCAST["saved_by_dtype"] = {str(dt): sum(nb for k, (d, nb) in saved.items() if d == dt and k not in copies)
-                                      for dt in {d for d, _ in saved.values()}}
+                                      for dt in dtypes}
         AUTOCAST["linear_numel"] = sum(w.numel() for w in weights)
         loss.backward()
     else:

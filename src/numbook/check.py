@@ -32,6 +32,21 @@ records one computed elsewhere:
     p99 = estimate("p99_ttft_ms", [p99_of(seed) for seed in range(5)], unit="ms", n=480, repeated="seeds",
                    measured="TTFT of 96 requests per seed, served on this machine")
     print(f"p99 TTFT {p99:.1f} ms, 95% CI {p99.lo:.1f}-{p99.hi:.1f} ms")
+
+A check that runs a process group (``# numbook: processes=4`` in its header) starts its workers with
+``run_group()``: each runs a function of the check in its own process, joined to the others by
+``torch.distributed`` (gloo, over the loopback interface), and returns what it computed to the check's
+main process, which records it. Workers record nothing themselves (``value()`` in a worker raises):
+
+    def worker(rank, world, n):                 # at the top level: the workers import it
+        x = torch.full((n,), float(rank))
+        dist.all_reduce(x)
+        return x.tolist()
+
+    if __name__ == "__main__":                  # the workers import the check too: keep its work here
+        n = given("n", 8)
+        outs = run_group(worker, 4, n)          # [rank 0's list, ..., rank 3's]
+        value("sum_0", outs[0][0])
 """
 
 from __future__ import annotations
@@ -48,7 +63,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 __all__ = ["given", "value", "sanity", "figure", "fact", "measurement", "replaying", "estimate", "Estimate",
-           "t_quantile", "SanityError", "FactError", "MeasurementError", "RESULT_ENV", "PERTURB_ENV", "FACTS_ENV",
+           "t_quantile", "run_group", "GroupError", "SanityError", "FactError", "MeasurementError", "RESULT_ENV", "PERTURB_ENV", "FACTS_ENV",
            "MEASUREMENTS_ENV"]
 
 RESULT_ENV = "NUMBOOK_RESULT"
@@ -93,6 +108,14 @@ class SanityError(AssertionError):
 
 class MeasurementError(LookupError):
     """A replayed check asked for a measurement its frozen file does not hold."""
+
+
+def _main_only(what: str, name: str) -> None:
+    """Refuse to record in a worker of ``run_group()``: only the check's main process writes its result."""
+    mp = sys.modules.get("multiprocessing")
+    if mp is not None and mp.parent_process() is not None:
+        raise RuntimeError(f"{what}({name!r}) was called in a worker process: a worker returns what it computed, "
+                           "and the check's main process records it (after run_group() returns)")
 
 
 def _caller_line(depth: int = 2, name: str | None = None) -> int:
@@ -143,6 +166,7 @@ def _plain(x: Any) -> Any:
 
 
 def _register(kind: str, name: str, x: Any) -> None:
+    _main_only({"inputs": "given"}.get(kind, "value"), name)
     if not _NAME.match(name) or name in _RESERVED:
         raise ValueError(f"invalid {kind} name {name!r}: use a Python identifier, not 'free' or 'sanity'")
     for other in ("inputs", "values"):
@@ -523,6 +547,7 @@ def sanity(name: str, condition: Any, message: str = "", *, operands: tuple[Any,
     "not"; a tuple for several): the verifier requires the sentence that cites this sanity to say the
     same, negation included, and tests a comparison on the operands where both are numbers.
     """
+    _main_only("sanity", name)
     if not _NAME.match(name):
         raise ValueError(f"invalid sanity name {name!r}")
     if name in _state["sanity"]:
@@ -620,10 +645,99 @@ def figure(name: str, fig: Any, caption: str) -> None:
         pass
 
 
+class GroupError(RuntimeError):
+    """A worker of ``run_group()`` raised, died or did not finish in time; the message names its rank."""
+
+
+def _group_worker(fn: Callable[..., Any], rank: int, world: int, store: str, results: Any, args: tuple[Any, ...],
+                  timeout_s: float) -> None:
+    """One worker of ``run_group()``: join the group, run ``fn(rank, world, *args)``, send back what it returned."""
+    import datetime
+    import socket
+    import traceback
+
+    import torch.distributed as dist
+
+    try:
+        if "GLOO_SOCKET_IFNAME" not in os.environ:   # gloo binds the loopback interface: lo (Linux), lo0 (macOS)
+            names = [n for _, n in socket.if_nameindex() if n.startswith("lo")]
+            if names:
+                os.environ["GLOO_SOCKET_IFNAME"] = names[0]
+        dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=timeout_s))
+        try:
+            out = fn(rank, world, *args)
+        finally:
+            dist.destroy_process_group()
+        results.put((rank, True, out))
+    except BaseException:   # noqa: BLE001  (sent to the main process, which stops the group and raises)
+        results.put((rank, False, traceback.format_exc()))
+
+
+def run_group(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float = 60.0) -> list[Any]:
+    """Run ``fn(rank, world, *args)`` in ``world`` new processes joined in one ``torch.distributed`` process group
+    (gloo over the loopback interface; the rendezvous is a file in a temporary folder) and return what each rank's
+    ``fn`` returned, in rank order (plain values: numbers, lists, numpy arrays; a tensor is sent as a copy).
+
+    ``fn`` is defined at the top level of the script, and the script's own work sits under
+    ``if __name__ == "__main__":``: each worker is a new interpreter that imports the script to find ``fn``
+    (multiprocessing's spawn; in a notebook, whose functions no new interpreter can import, the workers are
+    forked). A rank that raises, exits or has not returned within ``timeout_s`` seconds stops the group: every
+    worker is killed and a GroupError names the rank, with its traceback.
+    """
+    import multiprocessing
+    import queue
+    import tempfile
+
+    if isinstance(world, bool) or not isinstance(world, int) or world < 1:
+        raise ValueError(f"run_group: world must be a whole number of processes, at least 1, not {world!r}")
+    main = sys.modules.get("__main__")
+    ctx = multiprocessing.get_context("spawn" if getattr(main, "__file__", None) else "fork")
+    with tempfile.TemporaryDirectory(prefix="group-") as tmp:
+        results = ctx.Queue()
+        procs = [ctx.Process(target=_group_worker, name=f"rank {r}",
+                             args=(fn, r, world, os.path.join(tmp, "store"), results, args, timeout_s))
+                 for r in range(world)]
+        got: dict[int, Any] = {}
+        try:
+            for p in procs:
+                p.start()
+            deadline = time.monotonic() + timeout_s
+            while len(got) < world:
+                try:
+                    rank, ok, out = results.get(timeout=0.1)
+                except queue.Empty:
+                    for r, p in enumerate(procs):
+                        if r not in got and p.exitcode is not None:
+                            raise GroupError(f"rank {r} of {world} exited (code {p.exitcode}) before it returned; "
+                                             "the group was stopped") from None
+                    if time.monotonic() > deadline:
+                        late = [r for r in range(world) if r not in got]
+                        raise GroupError(f"rank {late[0]} of {world} had not returned after {timeout_s:g} s "
+                                         f"(ranks not returned: {late}); the group was stopped") from None
+                    continue
+                if not ok:
+                    raise GroupError(f"rank {rank} of {world} raised; the group was stopped. Its traceback:\n{out}")
+                got[rank] = out
+            for p in procs:
+                p.join(timeout=10)
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+            for p in procs:
+                if p.pid is not None:
+                    p.join()
+            results.close()
+    return [got[r] for r in range(world)]
+
+
 def _write_result() -> None:
     path = os.environ.get(RESULT_ENV)
-    if not path:
+    mp = sys.modules.get("multiprocessing")
+    if not path or (mp is not None and mp.parent_process() is not None):   # a worker writes nothing
         return
+    children = os.times()
     data = {
         "inputs": _state["inputs"],
         "values": _state["values"],
@@ -638,7 +752,8 @@ def _write_result() -> None:
         "uncertainty": _state["uncertainty"],
         "nudges": _state["nudges"],
         "measurements": _state["measurements"],
-        "cpu_s": time.process_time(),  # CPU seconds of this process, all threads: steadier than wall time
+        # CPU seconds of this process, all threads, and of the workers it waited for: steadier than wall time
+        "cpu_s": time.process_time() + children.children_user + children.children_system,
     }
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh)

@@ -56,7 +56,8 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNITS = {"": 1, "b": 1, "k": 2**10, "kib": 2**10, "m": 2**20, "mib": 2**20, "g": 2**30, "gib": 2**30,
           "t": 2**40, "tib": 2**40, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
-KNOWN_KEYS = "requires, timeout, alone, memory, env"
+KNOWN_KEYS = "requires, timeout, alone, memory, env, processes"
+MAX_PROCESSES = 16                     # workers a check may start: a process group on one machine
 
 
 def parse_memory(text: str) -> int | None:
@@ -82,18 +83,20 @@ def format_bytes(n: int | None) -> str:
 
 @dataclass(frozen=True)
 class CheckHeader:
-    """What a check declares in a ``# numbook: requires=cuda, timeout=120, alone, memory=16GiB, env=A,B`` comment."""
+    """What a check declares in a ``# numbook: requires=cuda, timeout=120, alone, memory=16GiB, env=A,B`` comment
+    (``processes=4``: the check runs a process group of 4 workers; memory= is each process's limit)."""
 
     requires: str = "cpu"
     timeout: float | None = None
     alone: bool = False  # a measuring check: run it by itself, after the others, not sharing the cores
     memory: int | None | str = "default"   # bytes; None for no limit; "default" for the runner's limit
     env: tuple[str, ...] = ()               # environment variables the check reads: passed to it, and keyed
+    processes: int = 0                      # workers the check may start (a process group over loopback)
 
 
 def read_header(source: str) -> CheckHeader:
     """Parse the optional ``# numbook:`` header comment of a check."""
-    requires, timeout, alone = "cpu", None, False
+    requires, timeout, alone, processes = "cpu", None, False, 0
     memory: int | None | str = "default"
     env: list[str] = []
     for m in _HEADER.finditer(source):
@@ -126,6 +129,11 @@ def read_header(source: str) -> CheckHeader:
                     raise ValueError(f"timeout={val} must be more than 0 seconds")
             elif key == "memory":
                 memory = parse_memory(val)
+            elif key == "processes":
+                if not val.isdigit() or not 1 <= int(val) <= MAX_PROCESSES:
+                    raise ValueError(f"processes={val!r}: write the number of worker processes the check starts, "
+                                     f"1 to {MAX_PROCESSES} (processes=4)")
+                processes = int(val)
             elif key == "env":
                 for name in val.split():
                     if not _ENV_NAME.match(name):
@@ -134,7 +142,7 @@ def read_header(source: str) -> CheckHeader:
                 in_env = True
             else:
                 raise ValueError(f"unknown numbook header key {key!r} (known: {KNOWN_KEYS})")
-    return CheckHeader(requires, timeout, alone, memory, tuple(dict.fromkeys(env)))
+    return CheckHeader(requires, timeout, alone, memory, tuple(dict.fromkeys(env)), processes)
 
 
 @dataclass(frozen=True)

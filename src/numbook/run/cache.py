@@ -84,6 +84,8 @@ def first_key(rel: str, source: bytes, header: CheckHeader, *, versions: dict[st
     settings = {name: os.environ[name] for name in sorted(KEYED) if name in os.environ}
     parts = [CACHE_VERSION, MACHINERY, rel, own, declared, settings, versions, device, timeout, memory,
              header.requires]
+    if header.processes:   # the world size: what a process-group check's figures depend on
+        parts.append({"processes": header.processes})
     if perturb:
         parts.append({"perturb": perturb})
     key = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:20]

@@ -137,6 +137,7 @@ class Executor:
             sandbox.MEMORY_ENV: "" if limit is None else str(limit),
             sandbox.LIMIT_KIND_ENV: "data" if header.requires == "cuda" else "as",
             sandbox.CHECK_ENV: rel,
+            sandbox.PROCESSES_ENV: str(header.processes),
             FACTS_ENV: str(self.checks_dir / "facts.yml"),
         })
         if perturb:

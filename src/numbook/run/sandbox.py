@@ -20,7 +20,15 @@ Before the check's first line it
     after resolving its ``dir_fd`` (``os.open``'s audit event has none: ``os.open`` is wrapped to
     keep it) and its symbolic links (all but a last part the call does not follow, so a link in
     scratch may be removed or renamed), and refusing a hard link to a file outside,
-  - refuses the network (connect, name lookups, urllib requests);
+  - refuses the network (connect, name lookups, urllib requests); a check whose header says
+    ``processes=N`` may reach loopback addresses (127.0.0.0/8, ::1, localhost) and Unix sockets in its
+    scratch directory, nothing else;
+- for a ``processes=N`` check (``NUMBOOK_PROCESSES``), lets it start at most N processes through
+  ``multiprocessing`` (a check without the header none), runs each of them under the same guard (a
+  spawned worker installs it before it imports anything of the check: :func:`worker`; a forked one
+  inherits it) and writing to the same list of reads, and moves the check into a network namespace of
+  its own where only the loopback interface is up, so that even the C++ of gloo reaches no other
+  address (where the kernel refuses a new namespace, the audit hook alone stands guard);
 - runs the check as ``__main__`` with ``runpy.run_path``, its own folder first on ``sys.path``,
   so its traceback names its own file and lines.
 
@@ -42,7 +50,7 @@ import threading
 from typing import Any
 
 __all__ = ["file_hash", "listing_hash", "Guard", "ROOT_ENV", "SCRATCH_ENV", "READS_ENV", "MEMORY_ENV", "CHECK_ENV",
-           "LIMIT_KIND_ENV", "main"]
+           "LIMIT_KIND_ENV", "PROCESSES_ENV", "main", "worker"]
 
 ROOT_ENV = "NUMBOOK_ROOT"          # the project root: reads under it are recorded
 SCRATCH_ENV = "NUMBOOK_SCRATCH"    # the one folder a check may write in
@@ -50,6 +58,7 @@ READS_ENV = "NUMBOOK_READS"        # where the files read are listed: "<hash or 
 MEMORY_ENV = "NUMBOOK_MEMORY"      # bytes the check may use; empty for no limit
 LIMIT_KIND_ENV = "NUMBOOK_MEMORY_LIMIT"  # "as" (address space) or "data"
 CHECK_ENV = "NUMBOOK_CHECK"        # the check's name relative to the root, for messages
+PROCESSES_ENV = "NUMBOOK_PROCESSES"  # how many processes the check may start (its header's processes=N)
 
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 _ALWAYS_WRITABLE = ("/dev/null", "/dev/shm")
@@ -95,6 +104,7 @@ _NETWORK = {"socket.connect", "socket.sendto", "socket.sendmsg", "socket.getaddr
             "socket.gethostbyaddr", "socket.getnameinfo", "urllib.Request", "http.client.connect",
             "ftplib.connect", "smtplib.connect", "poplib.connect", "imaplib.open", "nntplib.connect",
             "telnetlib.Telnet.open", "webbrowser.open"}
+_LOOPBACK_EVENTS = {"socket.connect", "socket.sendto", "socket.getaddrinfo", "socket.gethostbyname"}
 
 
 def _text(path: Any) -> str | None:
@@ -110,7 +120,8 @@ def _text(path: Any) -> str | None:
 class Guard:
     """The audit hook of one check process."""
 
-    def __init__(self, root: str, scratch: str, reads_fd: int | None, check: str) -> None:
+    def __init__(self, root: str, scratch: str, reads_fd: int | None, check: str, processes: int = 0) -> None:
+        self.processes = processes   # > 0: the check runs a process group, which talks over loopback
         self.root = os.path.realpath(root)
         self.scratch = os.path.realpath(scratch)
         self.check = check
@@ -204,10 +215,36 @@ class Guard:
         elif event in _LISTINGS:
             self._listing(args[0] if args else None)
         elif event in _NETWORK:
-            what = args[1] if event == "socket.connect" and len(args) > 1 else (args[0] if args else "")
+            what = args[1] if event in ("socket.connect", "socket.sendto") and len(args) > 1 else (
+                args[0] if args else "")
+            if self.processes and event in _LOOPBACK_EVENTS and self._loopback(what):
+                return
+            if self.processes:
+                raise PermissionError(
+                    f"numbook: check '{self.check}' may reach only loopback addresses ({event} {what!r}): its "
+                    "process group talks over 127.0.0.1, and a check computes from files in the project, so that "
+                    "its result can be cached and reproduced")
             raise PermissionError(
                 f"numbook: checks may not use the network ({event} {what!r}): a check computes from files in "
                 "the project, so that its result can be cached and reproduced")
+
+    def _loopback(self, what: Any) -> bool:
+        """Whether an address (a host, a (host, port) pair, a Unix socket's path) stays on this machine."""
+        import ipaddress
+
+        host = what[0] if isinstance(what, tuple) and what else what
+        if isinstance(host, bytes):
+            host = host.decode("utf-8", "surrogateescape")
+        if host is None or host in ("", "localhost"):
+            return True
+        if not isinstance(host, str):
+            return False
+        if isinstance(what, str) and (what.startswith("/") or what.startswith("\0")):   # a Unix socket's path
+            return what.startswith("\0") or self._writable(os.path.realpath(what))
+        try:
+            return ipaddress.ip_address(host.split("%")[0]).is_loopback
+        except ValueError:
+            return False
 
     def _listing(self, path: Any) -> None:
         """Key a folder's listing; not the import system's own: it lists each folder it imports from, and
@@ -331,18 +368,104 @@ def _limit_memory() -> None:
     resource.setrlimit(which, (limit, hard))
 
 
+def _processes() -> int:
+    try:
+        return max(0, int(os.environ.get(PROCESSES_ENV) or 0))
+    except ValueError:
+        return 0
+
+
+def _limit_processes(check: str, allowed: int) -> None:
+    """Let the check start at most ``allowed`` processes through multiprocessing, each under this guard."""
+    import multiprocessing.process
+    import multiprocessing.spawn
+
+    real_start = multiprocessing.process.BaseProcess.start
+    started = [0]
+
+    def start(self: Any) -> None:
+        if started[0] >= allowed:
+            how = (f"its header allows {allowed} (processes={allowed})" if allowed else
+                   "a check that runs a process group says how many in its header: # numbook: processes=N")
+            raise PermissionError(f"numbook: check '{check}' may not start another process: {how}")
+        started[0] += 1
+        real_start(self)
+
+    multiprocessing.process.BaseProcess.start = start   # type: ignore[method-assign]
+    real_command = multiprocessing.spawn.get_command_line
+
+    def get_command_line(**kwds: Any) -> list[str]:
+        """A spawned worker's command line: the sandbox's guard first, then multiprocessing's own start."""
+        cmd = list(real_command(**kwds))
+        if "-c" in cmd:
+            i = cmd.index("-c") + 1
+            cmd[i] = "import numbook.run.sandbox as _nb; _nb.worker(); " + cmd[i]
+        return cmd
+
+    multiprocessing.spawn.get_command_line = get_command_line
+
+
+def _loopback_only() -> bool:
+    """Move this process (and what it starts) into a network namespace of its own with only ``lo`` up; False
+    where the kernel refuses (no privilege for a new namespace), and the audit hook alone guards the network."""
+    import ctypes
+    import fcntl
+    import socket
+    import struct
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return False
+    clone_newnet, clone_newuser = 0x40000000, 0x10000000
+    if libc.unshare(clone_newnet) != 0 and libc.unshare(clone_newuser | clone_newnet) != 0:
+        return False
+    try:   # bring lo up: SIOCGIFFLAGS, then SIOCSIFFLAGS with IFF_UP
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            req = struct.pack("16sh", b"lo", 0)
+            flags = struct.unpack("16sh", fcntl.ioctl(sock, 0x8913, req))[1]
+            fcntl.ioctl(sock, 0x8914, struct.pack("16sh", b"lo", flags | 0x1))
+    except OSError:
+        return False
+    return True
+
+
+def _guard(check: str) -> Guard:
+    """The guard of this process, from the runner's environment variables."""
+    root = os.environ.get(ROOT_ENV) or os.path.dirname(check)
+    scratch = os.environ.get(SCRATCH_ENV) or os.getcwd()
+    reads = os.environ.get(READS_ENV)
+    fd = os.open(reads, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if reads else None
+    return Guard(root, scratch, fd, os.environ.get(CHECK_ENV) or os.path.relpath(check, root), _processes())
+
+
+def worker() -> None:
+    """In a worker a check spawned (multiprocessing's spawn start): install the check's guard before anything
+    of the check is imported. Its memory limit it inherits (resource limits survive exec), and its network
+    namespace; the number of processes a worker may start in turn is none."""
+    if not os.environ.get(SCRATCH_ENV):
+        return
+    guard = _guard(os.environ.get(CHECK_ENV) or "check")
+    _limit_processes(guard.check, 0)
+    guard.track_dir_fd()
+    sys.addaudithook(guard)
+
+
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         sys.exit("usage: python -m numbook.run.sandbox CHECK.py")
     check = os.path.abspath(args[0])
-    root = os.environ.get(ROOT_ENV) or os.path.dirname(check)
-    scratch = os.environ.get(SCRATCH_ENV) or os.getcwd()
-    reads = os.environ.get(READS_ENV)
     _limit_memory()
     sys.dont_write_bytecode = True
-    fd = os.open(reads, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if reads else None
-    guard = Guard(root, scratch, fd, os.environ.get(CHECK_ENV) or os.path.relpath(check, root))
+    guard = _guard(check)
+    if guard.processes:
+        os.environ["NUMBOOK_LOOPBACK_ONLY"] = "1" if _loopback_only() else "0"
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    _limit_processes(guard.check, guard.processes)
     sys.argv = [check]
     sys.path[0] = os.path.dirname(check)   # as `python CHECK.py` would have it
     guard.track_dir_fd()

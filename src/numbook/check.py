@@ -656,9 +656,13 @@ def _group_worker(fn: Callable[..., Any], rank: int, world: int, store: str, res
     import socket
     import traceback
 
+    import torch
     import torch.distributed as dist
 
     try:
+        # one thread per worker, as torchrun sets for several processes on one machine (OMP_NUM_THREADS=1): the
+        # workers share the cores, and a forked worker cannot use its parent's OpenMP threads (it would hang)
+        torch.set_num_threads(1)
         if "GLOO_SOCKET_IFNAME" not in os.environ:   # gloo binds the loopback interface: lo (Linux), lo0 (macOS)
             names = [n for _, n in socket.if_nameindex() if n.startswith("lo")]
             if names:
@@ -682,7 +686,7 @@ def run_group(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float =
     ``fn`` is defined at the top level of the script, and the script's own work sits under
     ``if __name__ == "__main__":``: each worker is a new interpreter that imports the script to find ``fn``
     (multiprocessing's spawn; in a notebook, whose functions no new interpreter can import, the workers are
-    forked). A rank that raises, exits or has not returned within ``timeout_s`` seconds stops the group: every
+    forked). Each worker computes with one thread, as torchrun's workers do. A rank that raises, exits or has not returned within ``timeout_s`` seconds stops the group: every
     worker is killed and a GroupError names the rank, with its traceback.
     """
     import multiprocessing
@@ -691,8 +695,10 @@ def run_group(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float =
 
     if isinstance(world, bool) or not isinstance(world, int) or world < 1:
         raise ValueError(f"run_group: world must be a whole number of processes, at least 1, not {world!r}")
-    main = sys.modules.get("__main__")
-    ctx = multiprocessing.get_context("spawn" if getattr(main, "__file__", None) else "fork")
+    # spawn where a new interpreter can import fn from its file; fork where it cannot (a notebook's function)
+    home = sys.modules.get(getattr(fn, "__module__", "") or "")
+    importable = bool(getattr(home, "__file__", None)) and getattr(home, getattr(fn, "__qualname__", ""), None) is fn
+    ctx = multiprocessing.get_context("spawn" if importable else "fork")
     with tempfile.TemporaryDirectory(prefix="group-") as tmp:
         results = ctx.Queue()
         procs = [ctx.Process(target=_group_worker, name=f"rank {r}",

@@ -82,6 +82,14 @@ def _stats() -> str:
     return "\n\n".join(["import math\nfrom dataclasses import dataclass", *parts, estimate]) + "\n"
 
 
+def _group() -> str:
+    """``numbook.check.run_group()`` written in place: plain multiprocessing and torch.distributed (gloo)."""
+    import numbook.check as api
+
+    parts = [inspect.getsource(f).rstrip("\n") for f in (api.GroupError, api._group_worker, api.run_group)]
+    return "\n\n".join(["import os\nimport sys\nimport time\nfrom typing import Any, Callable", *parts]) + "\n"
+
+
 _STATS = ("estimate", "Estimate", "t_quantile")
 """Names of the check API whose shim is the statistics block (``_stats``)."""
 
@@ -103,6 +111,9 @@ def script(check: Path, checks_dir: Path, *, title: str, page_url: str = "") -> 
         if any(n in _STATS for n in names):
             out.append("# estimate(): the mean of the per-repeat figures and its interval (t, or a seeded bootstrap)")
             out.append(_stats().rstrip("\n"))
+        if any(n in ("run_group", "GroupError") for n in names):
+            out.append("# run_group(): run a function in N processes joined by torch.distributed (gloo, loopback)")
+            out.append(_group().rstrip("\n"))
         for n in names:
             if n in _SHIM:
                 out.append(_SHIM[n].rstrip("\n"))

@@ -63,8 +63,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 __all__ = ["given", "value", "sanity", "figure", "fact", "measurement", "replaying", "estimate", "Estimate",
-           "t_quantile", "run_group", "GroupError", "SanityError", "FactError", "MeasurementError", "RESULT_ENV", "PERTURB_ENV", "FACTS_ENV",
-           "MEASUREMENTS_ENV"]
+           "t_quantile", "run_group", "GroupError", "SanityError", "FactError", "MeasurementError", "RESULT_ENV",
+           "PERTURB_ENV", "FACTS_ENV", "MEASUREMENTS_ENV"]
 
 RESULT_ENV = "NUMBOOK_RESULT"
 PERTURB_ENV = "NUMBOOK_PERTURB"
@@ -669,6 +669,7 @@ def _group_worker(fn: Callable[..., Any], rank: int, world: int, store: str, res
                 os.environ["GLOO_SOCKET_IFNAME"] = names[0]
         dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=timeout_s))
+        results.put((rank, None, None))   # joined: the main process starts the clock when every rank has
         try:
             out = fn(rank, world, *args)
         finally:
@@ -686,8 +687,11 @@ def run_group(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float =
     ``fn`` is defined at the top level of the script, and the script's own work sits under
     ``if __name__ == "__main__":``: each worker is a new interpreter that imports the script to find ``fn``
     (multiprocessing's spawn; in a notebook, whose functions no new interpreter can import, the workers are
-    forked). Each worker computes with one thread, as torchrun's workers do. A rank that raises, exits or has not returned within ``timeout_s`` seconds stops the group: every
-    worker is killed and a GroupError names the rank, with its traceback.
+    forked). Each worker computes with one thread, as torchrun's workers do. A rank that raises, exits or has
+    not returned within ``timeout_s`` seconds stops the group: every worker is killed and a GroupError names
+    the rank, with its traceback. The ``timeout_s`` seconds count from when every rank has joined the group
+    (how long the workers take to start, importing torch, only the check's own timeout bounds) and also bound
+    gloo's wait in a collective.
     """
     import multiprocessing
     import queue
@@ -698,17 +702,18 @@ def run_group(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float =
     # spawn where a new interpreter can import fn from its file; fork where it cannot (a notebook's function)
     home = sys.modules.get(getattr(fn, "__module__", "") or "")
     importable = bool(getattr(home, "__file__", None)) and getattr(home, getattr(fn, "__qualname__", ""), None) is fn
-    ctx = multiprocessing.get_context("spawn" if importable else "fork")
+    ctx: Any = multiprocessing.get_context("spawn" if importable else "fork")
     with tempfile.TemporaryDirectory(prefix="group-") as tmp:
         results = ctx.Queue()
         procs = [ctx.Process(target=_group_worker, name=f"rank {r}",
                              args=(fn, r, world, os.path.join(tmp, "store"), results, args, timeout_s))
                  for r in range(world)]
         got: dict[int, Any] = {}
+        joined: set[int] = set()
         try:
             for p in procs:
                 p.start()
-            deadline = time.monotonic() + timeout_s
+            deadline = math.inf   # starting the workers is bounded by the check's own timeout, not this one
             while len(got) < world:
                 try:
                     rank, ok, out = results.get(timeout=0.1)
@@ -721,6 +726,11 @@ def run_group(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float =
                         late = [r for r in range(world) if r not in got]
                         raise GroupError(f"rank {late[0]} of {world} had not returned after {timeout_s:g} s "
                                          f"(ranks not returned: {late}); the group was stopped") from None
+                    continue
+                if ok is None:
+                    joined.add(rank)
+                    if len(joined) == world:
+                        deadline = time.monotonic() + timeout_s
                     continue
                 if not ok:
                     raise GroupError(f"rank {rank} of {world} raised; the group was stopped. Its traceback:\n{out}")

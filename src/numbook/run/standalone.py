@@ -87,7 +87,8 @@ def _group() -> str:
     import numbook.check as api
 
     parts = [inspect.getsource(f).rstrip("\n") for f in (api.GroupError, api._group_worker, api.run_group)]
-    return "\n\n".join(["import os\nimport sys\nimport time\nfrom typing import Any, Callable", *parts]) + "\n"
+    head = "import math\nimport os\nimport sys\nimport time\nfrom typing import Any, Callable"
+    return "\n\n".join([head, *parts]) + "\n"
 
 
 _STATS = ("estimate", "Estimate", "t_quantile")

@@ -653,6 +653,7 @@ def _group_worker(fn: Callable[..., Any], rank: int, world: int, store: str, res
                   timeout_s: float) -> None:
     """One worker of ``run_group()``: join the group, run ``fn(rank, world, *args)``, send back what it returned."""
     import datetime
+    import pickle
     import socket
     import traceback
 
@@ -674,7 +675,9 @@ def _group_worker(fn: Callable[..., Any], rank: int, world: int, store: str, res
             out = fn(rank, world, *args)
         finally:
             dist.destroy_process_group()
-        results.put((rank, True, out))
+        # pickled here, by value: multiprocessing would send a tensor as a handle to this process's shared
+        # memory, which is gone once the worker has exited
+        results.put((rank, True, pickle.dumps(out)))
     except BaseException:   # noqa: BLE001  (sent to the main process, which stops the group and raises)
         results.put((rank, False, traceback.format_exc()))
 
@@ -694,6 +697,7 @@ def run_group(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float =
     gloo's wait in a collective.
     """
     import multiprocessing
+    import pickle
     import queue
     import tempfile
 
@@ -734,7 +738,7 @@ def run_group(fn: Callable[..., Any], world: int, *args: Any, timeout_s: float =
                     continue
                 if not ok:
                     raise GroupError(f"rank {rank} of {world} raised; the group was stopped. Its traceback:\n{out}")
-                got[rank] = out
+                got[rank] = pickle.loads(out)
             for p in procs:
                 p.join(timeout=10)
         finally:

@@ -165,8 +165,8 @@ if __name__ == "__main__":
            "every rank's gradient equals the whole batch's within fp32 rounding, while one micro-batch's own gradient "
            "is far from it", operands=(ref_diff, solo_diff), relation="smaller")
     sanity("hook_changes_nothing", hook_vs_plain == 0.0,
-           "the recording hook gives bit for bit the gradient of DDP's built-in reduction", operands=(hook_vs_plain, 0.0),
-           relation="equal")
+           "the recording hook gives bit for bit the gradient of DDP's built-in reduction",
+           operands=(hook_vs_plain, 0.0), relation="equal")
 
     # -- Llama 2 7B: gradient bytes per step and ring traffic ----------------------------------------------------
     V = fact("llama2_7b_vocab", "V")
@@ -194,6 +194,7 @@ if __name__ == "__main__":
         s32 = value(f"send_fp32_{tag}_gb", factor * elem * N / GB, unit="GB")
         s16 = value(f"send_bf16_{tag}_gb", factor * bf16_elem * N / GB, unit="GB")
         row(f"N = {n}", f"{factor:.4f}", f"{s32:.2f}", f"{s16:.2f}")
+    value("send_bf16_limit_gb", 2 * bf16_elem * N / GB, unit="GB")
     sanity("ring_below_twice", 1 < 2 * (n_large - 1) / n_large < 2 and 2 * (n_small - 1) / n_small < 2 * (n_large - 1)
            / n_large, "each rank sends less than twice the buffer, more at 64 ranks than at 8",
            operands=(2 * (n_large - 1) / n_large, 2), relation=("smaller", "grows"))

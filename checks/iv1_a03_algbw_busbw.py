@@ -110,7 +110,7 @@ def worker(rank, world, count_bytes, sizes, inner, repeats):
 
 
 if __name__ == "__main__":
-    count_bytes = given("count_bytes", 1048576, unit="B")
+    count_bytes = given("count_bytes", 1048576, unit="B", nudge=1024)   # a nudge that keeps N | elements
     sizes = given("sizes", [65536, 1048576, 16777216], unit="B")
     inner = given("inner", 5)
     repeats = given("repeats", 5)
@@ -142,6 +142,9 @@ if __name__ == "__main__":
                operands=(f_ag, (n - 1) / n), relation="equal")
         print(f"  {n:>3} {ar_sent:>14,} B {f_ar:>7.3f} {2 * (n - 1) / n:>9.3f} {ag_sent:>14,} B {f_ag:>8.3f} "
               f"{(n - 1) / n:>8.3f}")
+    value("N2", 2, fixed="the group of ranks 0 and 1 made with dist.new_group")
+    value("N4", len(outs), fixed="the world size of the process group, 4 as the header's processes=4 allows")
+    value("N8", 8, fixed="the rank count of the worked example")
     value("factor_ar_n8", 2 * 7 / 8, fixed="nccl-tests' all-reduce factor 2(n-1)/n at n = 8, the worked example")
 
     # -- 2. measured: algbw and busbw of gloo over loopback --------------------------------------------------
@@ -165,7 +168,8 @@ if __name__ == "__main__":
                 print(f"  {name:<10} {n:>2} {S:>9,} B {e_t:>8.2f} {e_alg:>6.2f} ({e_alg.lo:.2f}-{e_alg.hi:.2f}) "
                       f"{e_bus:>6.2f} ({e_bus.lo:.2f}-{e_bus.hi:.2f})")
     big = f"{sizes[-1] // 1024}k"
-    value("S_big_mib", sizes[-1] / 2**20, unit="MiB")
+    value("S_big_mib", sizes[-1] / 2**20, unit="MiB",
+          fixed="the largest size of Given, a list the perturbation does not nudge")
     ar2 = [outs[0][2]["times"]["ar"][r][-1] for r in range(repeats)]
     ar4 = [outs[0][4]["times"]["ar"][r][-1] for r in range(repeats)]
     estimate("alg_ratio_n2_over_n4", [a4 / a2 for a2, a4 in zip(ar2, ar4, strict=True)], n=repeats * inner,

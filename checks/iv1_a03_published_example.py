@@ -48,3 +48,10 @@ print(f"all-gather, {n} ranks, {S_in:,} B in per rank, {S_out:,} B out, {loop} i
 print(f"  input per rank / t = {alg_in:.3f} GB/s; nccl-tests: algbw = S_out/t = {alg_ag:.3f} GB/s, "
       f"busbw = algbw x (n-1)/n = {bus_ag:.3f} GB/s")
 print(f"  printed:    Algo Bandwidth {algo_ag} GB/s, NW Bandwidth {nw_ag} GB/s (ratio {nw_ag / algo_ag:.6f})")
+
+# the Variation: the same per-call time on 4 ranks; the factor of a 16-rank all-gather
+var_n = value("var_n", 4, fixed="the Variation's rank count")
+value("var_busbw_gbs", alg_ar * 2 * (var_n - 1) / var_n, unit="GB/s")
+value("var_factor_ar", 2 * (var_n - 1) / var_n)
+var_n_ag = value("var_n_ag", 16, fixed="the Variation's all-gather rank count")
+value("var_factor_ag", (var_n_ag - 1) / var_n_ag)

@@ -199,8 +199,12 @@ if __name__ == "__main__":
     value("ring_steps_big", ring[N_big])
     value("tree_steps_big", tree[N_big])
     value("step_ratio_big", ring[N_big] / tree[N_big])
-    value("ring_steps_8", ring[8], fixed="the ring's steps at N = 8, an example N of the text")
-    value("tree_steps_8", tree[8], fixed="the tree's steps at N = 8, an example N of the text")
+    N8 = value("N8", 8, fixed="an example N of the text")
+    value("ring_steps_8", ring[N8], fixed="the ring's steps at N = 8, an example N of the text")
+    value("tree_steps_8", tree[N8], fixed="the tree's steps at N = 8, an example N of the text")
+    sanity("small_n_short", tree[N8] < ring[N8] < F * tree[N8],
+           "at N = 8 the tree takes fewer steps than the ring, but not F times fewer: short of F",
+           operands=(ring[N8] / tree[N8], F), relation="smaller")
     # first N where the tree's latency term is F times smaller; then where it stays so
     def tree_f_fewer(N):                                          # the tree takes F times fewer steps
         return F * 2 * L(N) <= 2 * (N - 1)

@@ -149,7 +149,7 @@ if __name__ == "__main__":
 
     # -- 2. measured: algbw and busbw of gloo over loopback --------------------------------------------------
     print(f"\ngloo over loopback, rank 0's shortest of {inner} calls per repeat, {repeats} repeats "
-          "(mean and 95% t interval over repeats):")
+          "(mean and its t interval over the repeats):")
     print(f"  {'op':<10} {'N':>2} {'S':>11} {'time ms':>8} {'algbw GB/s':>18} {'busbw GB/s':>18}")
     for op, name, fac in (("ar", "all_reduce", lambda n: 2 * (n - 1) / n), ("ag", "all_gather", lambda n: (n - 1) / n)):
         for n in (2, 4):
@@ -167,7 +167,6 @@ if __name__ == "__main__":
                                  n=repeats * inner, repeated="repeats", measured="busbw = algbw x factor of " + what)
                 print(f"  {name:<10} {n:>2} {S:>9,} B {e_t:>8.2f} {e_alg:>6.2f} ({e_alg.lo:.2f}-{e_alg.hi:.2f}) "
                       f"{e_bus:>6.2f} ({e_bus.lo:.2f}-{e_bus.hi:.2f})")
-    big = f"{sizes[-1] // 1024}k"
     value("S_big_mib", sizes[-1] / 2**20, unit="MiB",
           fixed="the largest size of Given, a list the perturbation does not nudge")
     ar2 = [outs[0][2]["times"]["ar"][r][-1] for r in range(repeats)]
@@ -175,5 +174,3 @@ if __name__ == "__main__":
     estimate("alg_ratio_n2_over_n4", [a4 / a2 for a2, a4 in zip(ar2, ar4, strict=True)], n=repeats * inner,
              repeated="repeats",
              measured=f"algbw of all_reduce of {sizes[-1]} bytes at N = 2 over that at N = 4, per repeat")
-    print(f"\nall_reduce of {sizes[-1]:,} B: busbw = algbw x {2 * (2 - 1) / 2:.2f} at N = 2 and x "
-          f"{2 * (4 - 1) / 4:.2f} at N = 4 ({big}).")

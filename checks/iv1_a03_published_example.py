@@ -6,7 +6,7 @@ nccl-tests would print as algbw = S / t and busbw = algbw * factor (S: the all-g
 and sets them against the printed figures.
 """
 
-from numbook.check import fact, value
+from numbook.check import fact, sanity, value
 
 n = fact("hccl_demo_ranks", "n_hccl")
 loop = fact("hccl_demo_loop", "loop_hccl")
@@ -42,7 +42,10 @@ bus_ag = value("busbw_ag_gbs", alg_ag * f_ag, unit="GB/s")
 value("printed_ratio_ag", nw_ag / algo_ag)
 value("S_in_mib", S_in / 2**20, unit="MiB")
 value("S_out_mib", S_out / 2**20, unit="MiB")
-value("alg_over_input_ag", alg_ag / alg_in)
+ratio_tools = value("alg_over_input_ag", alg_ag / alg_in)
+sanity("tools_differ", abs(ratio_tools - n) < 1e-9 and n > 1,
+       "one rank's input over t and the whole output over t differ by a factor of n",
+       operands=(alg_ag, alg_in), relation="differs")
 print(f"all-gather, {n} ranks, {S_in:,} B in per rank, {S_out:,} B out, {loop} iterations in {T_ag} s: "
       f"t = {t_ag:.3f} us per call")
 print(f"  input per rank / t = {alg_in:.3f} GB/s; nccl-tests: algbw = S_out/t = {alg_ag:.3f} GB/s, "

@@ -153,7 +153,7 @@ if __name__ == "__main__":
     e_res = estimate("max_rel_resid", worst, n=n_pp, repeated="repeats",
                      measured="the largest relative residual of the fit over the sizes; " + how)
     t_med = np.median(t_all, axis=0)
-    print(f"Ping-pong over loopback, ranks 0 and 1 of a gloo group of 4 ({repeats} repeats, "
+    print(f"Ping-pong over loopback, ranks 0 and 1 of a gloo group of {len(outs)} ({repeats} repeats, "
           f"{inner} round trips per size):")
     print(f"  {'message':>10} {'one way (median of repeats)':>28} {'fit':>10} {'residual':>9}")
     a_mean, b_mean = float(np.mean(alphas)) * 1e-6, float(np.mean(betas)) * 1e9
@@ -165,7 +165,7 @@ if __name__ == "__main__":
           f"largest relative residual {e_res:.2f} ({e_res.lo:.2f} to {e_res.hi:.2f})")
 
     # -- 2. the ring's prediction against gloo's all_reduce ------------------------------------------------
-    print("\nall_reduce, gloo, against the ring model 2(N-1)(alpha + S/(N beta)) with each repeat's alpha, beta:")
+    print("\nall_reduce, gloo, against the ring model's time from each repeat's alpha and beta:")
     print(f"  {'N':>3} {'S':>12} {'measured':>12} {'predicted':>12} {'ratio':>7}")
     for N, key in ((2, "ar2"), (4, "ar4")):
         for j, (S, tag) in enumerate(((S_small, "small"), (S_large, "large"))):
@@ -216,7 +216,7 @@ if __name__ == "__main__":
         ring[N], tree[N] = ring_steps(N), tree_steps(N)
     sanity("first_exact", ring[first] >= F * tree[first] and ring[first - 1] < F * tree[first - 1],
            f"at N = {first} the ring takes at least F times the tree's steps, at N = {first - 1} fewer",
-           operands=(ring[first], F * tree[first]), relation="at least")
+           operands=(ring[first], F * tree[first]), relation=("at least", "smaller"))
     sanity("dip_exact", ring[dip] < F * tree[dip] and ring[stays - 1] < F * tree[stays - 1]
            and ring[stays] >= F * tree[stays],
            "past the first crossing the ratio falls below F again where ceil(log2 N) steps up",
@@ -228,8 +228,8 @@ if __name__ == "__main__":
     value("tree_first", tree[first])
     value("ring_dip", ring[dip])
     value("tree_dip", tree[dip])
-    print(f"\nSteps, simulated at {len(sim_N)} values of N from 2 to {N_big}: ring 2(N-1), binomial tree "
-          f"2 ceil(log2 N) at every one. N = {N_big}: ring {ring[N_big]}, tree {tree[N_big]}.")
+    print(f"\nSteps, simulated at {len(sim_N)} values of N from {min(sim_N)} to {N_big}: the ring's equal twice (N-1), "
+          f"the binomial tree's twice ceil(log2 N), at every one. N = {N_big}: ring {ring[N_big]}, tree {tree[N_big]}.")
     print(f"The tree's step count is {F} times smaller first at N = {first} (ring {ring[first]}, tree {tree[first]}), "
           f"no longer at N = {dip} (ring {ring[dip]}, tree {tree[dip]}), and from N = {stays} on.")
 
@@ -237,7 +237,8 @@ if __name__ == "__main__":
     # ring: latency term 2(N-1) alpha equals bandwidth term 2(N-1) S/(N beta) at S = N alpha beta
     # ring against (unpipelined) binomial tree: 2(N-1)(a + S/(N b)) = 2L(a + S/b) at S* below
     Lb = L(N_big)
-    be4 = estimate("S_half_n4_kb", [4 * x for x in ab], unit="kB", n=n_pp, repeated="repeats",
+    n4 = len(outs)
+    be4 = estimate("S_half_n4_kb", [n4 * x for x in ab], unit="kB", n=n_pp, repeated="repeats",
                    measured="N alpha beta at N = 4: the all-reduce size whose ring bandwidth term equals its latency "
                             "term, from each repeat's fit")
     cross = [x * 1e3 * (N_big - 1 - Lb) / (Lb - (N_big - 1) / N_big) / 1e6 for x in ab]
@@ -245,6 +246,6 @@ if __name__ == "__main__":
                        measured=f"the all-reduce size above which the ring is faster than the binomial tree at N = "
                                 f"{N_big}, from each repeat's alpha and beta")
     value("cross_factor", (N_big - 1 - Lb) / (Lb - (N_big - 1) / N_big))
-    print(f"Ring bandwidth term equals its latency term at S = N alpha beta: {be4:.0f} kB at N = 4 "
+    print(f"Ring bandwidth term equals its latency term at S = N alpha beta: {be4:.0f} kB at N = {n4} "
           f"({be4.lo:.0f} to {be4.hi:.0f}). At N = {N_big} the ring beats the binomial tree above "
           f"{e_cross:.1f} MB ({e_cross.lo:.1f} to {e_cross.hi:.1f}).")

@@ -129,8 +129,10 @@ if __name__ == "__main__":
                operands=(rs[0]["ar_equal"], True), relation="equal")
         sanity(f"same_bytes_every_rank_n{n}", all(r["ar_sent"] == ar_sent and r["ag_sent"] == ag_sent for r in rs),
                "every rank of the ring sends the same bytes", operands=(rs[-1]["ar_sent"], ar_sent), relation="equal")
-        f_ar = value(f"factor_ar_n{n}", ar_sent / count_bytes)
-        f_ag = value(f"factor_ag_n{n}", ag_sent / ag_out)
+        f_ar = value(f"factor_ar_n{n}", ar_sent / count_bytes,
+                     fixed="bytes a rank sends per byte of S on a ring: a function of N alone, whatever S")
+        f_ag = value(f"factor_ag_n{n}", ag_sent / ag_out,
+                     fixed="bytes a rank sends per byte of output on a ring: a function of N alone, whatever S")
         value(f"ar_sent_n{n}", ar_sent, unit="B")
         value(f"ag_sent_n{n}", ag_sent, unit="B")
         value(f"ag_out_n{n}", ag_out, unit="B")

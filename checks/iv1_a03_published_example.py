@@ -55,6 +55,6 @@ print(f"  printed:    Algo Bandwidth {algo_ag} GB/s, NW Bandwidth {nw_ag} GB/s (
 # the Variation: the same per-call time on 4 ranks; the factor of a 16-rank all-gather
 var_n = value("var_n", 4, fixed="the Variation's rank count")
 value("var_busbw_gbs", alg_ar * 2 * (var_n - 1) / var_n, unit="GB/s")
-value("var_factor_ar", 2 * (var_n - 1) / var_n)
+value("var_factor_ar", 2 * (var_n - 1) / var_n, fixed="2(n-1)/n at the Variation's n")
 var_n_ag = value("var_n_ag", 16, fixed="the Variation's all-gather rank count")
-value("var_factor_ag", (var_n_ag - 1) / var_n_ag)
+value("var_factor_ag", (var_n_ag - 1) / var_n_ag, fixed="(n-1)/n at the Variation's n")

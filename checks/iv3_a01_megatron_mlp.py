@@ -197,10 +197,9 @@ if __name__ == "__main__":
         value(f"dx32_t{t}", m32["dx"])
         sanity(f"close_t{t}", worst32 < 1e-5 and m32["ranks_agree"],
                f"on t = {t} the output, input gradient and weight gradients lie within 1e-5 of the unsharded MLP's "
-               "in fp32, and every rank holds the same output and input gradient", operands=(worst32, 1e-5),
-               relation="at most")
+               "in fp32, and every rank holds the same output and input gradient", operands=(worst32, 1e-5))
         sanity(f"fp64_t{t}", worst64 < 1e-12, f"on t = {t} the fp64 differences lie within 1e-12",
-               operands=(worst64, 1e-12), relation="at most")
+               operands=(worst64, 1e-12))
         rv32 = diffs[(t, "reversed", f32)]
         sanity(f"reversed_close_t{t}", max(rv32[k] for k in ("y", "dx", "dA", "dB")) < 1e-5,
                "the reversed split computes the same MLP", operands=(rv32["y"], 1e-5))
@@ -245,7 +244,7 @@ if __name__ == "__main__":
     log2 = results[t_small][0][("megatron", str(f32))]["log"]
     sanity("megatron_two", len(ar_fwd) == 1 and len(ar_bwd) == 1 and len(log) == 2 and log2 == log,
            "the Megatron split calls one all-reduce forward and one backward, and nothing else, on t = 2 and 4",
-           operands=(len(log), 2), relation="equal")
+           operands=(len(log), 2))
     sanity("ar_bytes_formula", all(nb == act_bytes for _, _, nb in log),
            "each all-reduce carries b s d fp32 elements", operands=(ar_bytes, act_bytes), relation="equal")
 

@@ -178,12 +178,12 @@ if __name__ == "__main__":
         sanity(f"close_t{t}", worst[t] < 1e-5 and agree,
                f"on t = {t} attention and the whole layer lie within 1e-5 of the unsharded ones in fp32 (output, "
                "input gradient, the projections' weight gradients), and every rank holds the same output",
-               operands=(worst[t], 1e-5), relation="at most")
+               operands=(worst[t], 1e-5))
         value(f"heads_per_rank_t{t}", a // t)
         value(f"kv_per_rank_t{t}", kv // t)
         wb = value(f"rank_weight_bytes_t{t}", outs[0]["weight_bytes"], unit="B")
         sanity(f"weights_split_t{t}", wb * t == full_w, f"each of t = {t} ranks holds 1/t of the layer's weights",
-               operands=(wb * t, full_w), relation="equal")
+               operands=(wb * t, full_w))
     value("full_weight_bytes", full_w, unit="B")
 
     print("\nAll-reduces per forward + backward (bytes each):")
@@ -205,17 +205,17 @@ if __name__ == "__main__":
     sanity("attn_two", [p for p, _ in alog] == ["forward", "backward"] and all(nb == act_bytes for _, nb in alog)
            and results[t_small][0]["attn"]["log"] == alog,
            "attention split by heads calls one all-reduce forward and one backward, each of b s h elements",
-           operands=(len(alog), 2), relation="equal")
+           operands=(len(alog), 2))
     sanity("layer_four", lf == 2 and lb == 2 and all(nb == act_bytes for _, nb in llog)
            and results[t_small][0]["layer"]["log"] == llog,
            "a whole layer calls two all-reduces forward and two backward, each of b s h elements, on t = 2 and 4",
-           operands=(n_layer, 4), relation="equal")
+           operands=(n_layer, 4))
 
     # -- a named model: Llama 2 70B at t = 8, bf16 ------------------------------------------------------------
     H = fact("llama2_70b_hidden", "H")
     L = fact("llama2_70b_layers", "L")
-    A = fact("llama2_70b_heads", "A")
-    KV = fact("llama2_70b_kv_heads", "KV")
+    A = fact("llama2_70b_heads", "A", nudge=64)      # a nudge keeps A/T whole
+    KV = fact("llama2_70b_kv_heads", "KV", nudge=8)  # a nudge keeps KV/T whole
     T = given("T", 8, nudge=0)          # one node of 8 GPUs; a nudge must keep A/T and KV/T whole
     S = given("S", 4096)
     Bm = given("Bm", 1)
@@ -225,13 +225,14 @@ if __name__ == "__main__":
     x_meta = torch.empty(Bm, S, H, dtype=torch.bfloat16, device="meta")
     per_ar = value("named_ar_bytes", x_meta.nbytes, unit="B")
     sanity("named_formula", per_ar == Bm * S * H * bf16, "one all-reduce carries b s h bf16 elements",
-           operands=(per_ar, Bm * S * H * bf16), relation="equal")
+           operands=(per_ar, Bm * S * H * bf16))
     value("named_ar_mb", per_ar / 1e6, unit="MB")
     per_layer = value("named_layer_bytes", n_layer * per_ar, unit="B")
     value("named_layer_mb", per_layer / 1e6, unit="MB")
     per_step = value("named_step_gb", L * per_layer / 1e9, unit="GB")
     value("named_step_ar", L * n_layer)
-    ring = value("ring_factor", 2 * (T - 1) / T)
+    ring = value("ring_factor", 2 * (T - 1) / T,
+                 fixed="2(t-1)/t at the stated t: the ring's factor, moved only by t, a group size with no small nudge")
     ring_ar = value("ring_ar_mb", ring * per_ar / 1e6, unit="MB")
     ring_step = value("ring_step_gb", ring * L * per_layer / 1e9, unit="GB")
     value("heads_per_rank_named", A // T)
@@ -240,8 +241,9 @@ if __name__ == "__main__":
     sanity("named_whole", A % T == 0 and KV % T == 0, "at t = 8 both the query heads and the KV heads divide whole",
            operands=(A % T, KV % T))
     # which t the heads allow: a/t whole, and kv/t whole unless the KV heads are replicated
-    ok = [t for t in (1, 2, 4, 8, 16, 32, 64) if A % t == 0 and KV % t == 0]
+    ok = [t for t in (1, 2, 4, 8, 16, 32, 64, 128) if A % t == 0 and KV % t == 0]
     t_max = value("t_max_kv", max(ok))
+    value("t_max_q", max(t for t in (1, 2, 4, 8, 16, 32, 64, 128) if A % t == 0))
     sanity("kv_limits_t", t_max == KV and A % (2 * KV) == 0 and KV % (2 * KV) != 0,
            "the largest t that splits the KV heads is the number of KV heads, below the largest that splits the "
            "query heads", operands=(t_max, A), relation="smaller")
@@ -252,21 +254,23 @@ if __name__ == "__main__":
     value("kv_kib_per_token", kv_tok / 1024, unit="KiB")
     sanity("kv_divides", kv_rank * T == kv_tok, "the KV cache per rank is the cache over t",
            operands=(kv_rank * T, kv_tok), relation="equal")
-    T16 = 2 * T
+    T16 = 2 * KV                        # past t = kv: the KV heads are replicated, one whole head per rank
     kv16 = value("kv_rank_bytes_t16", 2 * L * max(KV // T16, 1) * (H // A) * bf16, unit="B")
-    sanity("kv_stops", kv16 == kv_rank and KV // T16 == 0,
-           "past t = kv each rank still holds one whole KV head: the cache per rank stops falling",
-           operands=(kv16, kv_rank), relation="does not fall")
+    kv_at_kv = 2 * L * (KV // KV) * (H // A) * bf16      # at t = kv: one KV head per rank
+    sanity("kv_stops", kv16 == kv_at_kv and kv16 * KV == kv_tok and KV // T16 == 0,
+           "past t = kv each rank still holds one whole KV head: the cache per rank does not fall below its "
+           "value at t = kv", operands=(kv16, kv_at_kv), relation="does not fall")
     value("T16", T16)
     print(f"\nLlama 2 70B: h = {H}, L = {L}, a = {A}, kv = {KV}; t = {T}, b = {Bm}, s = {S}, bf16")
     print(f"  one all-reduce: {per_ar:,} B = {per_ar / 1e6:.1f} MB; a layer ({n_layer} all-reduces) "
           f"{per_layer / 1e6:.1f} MB; {L} layers {per_step:.2f} GB per forward + backward")
-    print(f"  ring all-reduce, sent per rank: 2(t-1)/t = {ring:.3f} x: {ring_ar:.1f} MB each, "
+    print(f"  ring all-reduce, sent per rank: the ring factor {ring:.3f} x: {ring_ar:.1f} MB each, "
           f"{ring_step:.2f} GB per step")
     print(f"  heads per rank {A // T}, KV heads per rank {KV // T}; t allowed by the KV heads: {ok}")
     print(f"  KV cache per token {kv_tok:,} B, per rank {kv_rank:,} B; at t = {T16}: {kv16:,} B per rank")
 
     # the Variation: t = 4
     T4 = value("T4", T // 2)
+    value("var_ring_factor", 2 * (T4 - 1) / T4, fixed="2(t-1)/t at t = 4: the ring's factor for the Variation's group")
     value("var_ring_ar_mb", 2 * (T4 - 1) / T4 * per_ar / 1e6, unit="MB")
     value("var_kv_rank_bytes", 2 * L * (KV // T4) * (H // A) * bf16, unit="B")

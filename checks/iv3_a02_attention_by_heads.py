@@ -202,6 +202,9 @@ if __name__ == "__main__":
     lb = value("layer_bwd", sum(p == "backward" for p, _ in llog), fixed=F_)
     n_layer = value("layer_ar", len(llog), fixed=F_)
     layer_bytes = value("layer_bytes", sum(nb for _, nb in llog), unit="B")
+    paper_ops = fact("megatron_comm_ops_per_layer", "paper_ops", nudge=0)   # a count quoted from the paper
+    sanity("paper_count", n_layer == paper_ops, "the all-reduces counted on a real layer equal the paper's count",
+           operands=(n_layer, paper_ops), relation="equal")
     sanity("attn_two", [p for p, _ in alog] == ["forward", "backward"] and all(nb == act_bytes for _, nb in alog)
            and results[t_small][0]["attn"]["log"] == alog,
            "attention split by heads calls one all-reduce forward and one backward, each of b s h elements",

@@ -119,7 +119,7 @@ def in_eps(a, b, xs):
 
 if __name__ == "__main__":
     n = given("n", 16_384)
-    seed = given("seed", 0, nudge=0)
+    seed = given("seed", 0)       # nudged: another draw moves the fp32 rounding figures
     # the world sizes: subgroups of the first 2 and 4 ranks of one group of 8 (not nudged: a ninth process
     # would need another group, and the sizes are the cases the page compares)
     sizes = (given("N_a", 2, nudge=0), given("N_b", 4, nudge=0), given("N_c", 8, nudge=0))
@@ -194,10 +194,12 @@ if __name__ == "__main__":
         for r in range(1, N):
             seq = seq + xs[r]
         exact = torch.stack([x.double() for x in xs]).sum(0)
-        n_diff = value(f"float_differ_{N}", int((ring != gloo).sum()))
+        two = {"fixed": "with two ranks each element is one addition, and a + b = b + a exactly: zero for any draw"}
+        two = two if N == 2 else {}
+        n_diff = value(f"float_differ_{N}", int((ring != gloo).sum()), **two)
         value(f"float_differ_frac_{N}", n_diff / n)
         maxdiff = value(f"float_maxdiff_{N}", (ring - gloo).abs().max())
-        eps_units = value(f"float_diff_eps_{N}", in_eps(ring, gloo, xs), dtype="float32")
+        eps_units = value(f"float_diff_eps_{N}", in_eps(ring, gloo, xs), dtype="float32", **two)
         ring_err = value(f"ring_err_{N}", (ring.double() - exact).abs().max().item(), dtype="float64")
         gloo_err = value(f"gloo_err_{N}", (gloo.double() - exact).abs().max().item(), dtype="float64")
         gloo_seq = value(f"gloo_seq_differ_{N}", int((gloo != seq).sum()))

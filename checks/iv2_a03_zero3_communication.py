@@ -31,7 +31,8 @@ def batch(world, b, d, seed):
 
 
 def loss_fn(out):
-    return out.pow(2).mean()                    # a mean over the rank's rows: averaging over ranks gives the whole batch's mean
+    # a mean over the rank's rows: averaging over ranks gives the whole batch's mean
+    return out.pow(2).mean()
 
 
 def worker(rank, world, d, L, b, lr, seed):
@@ -70,7 +71,8 @@ def worker(rank, world, d, L, b, lr, seed):
         loss.backward()
         phase[0] = None
         opt.step()
-        return torch.cat([params_after(p).detach().flatten() for p in model.parameters()]).numpy()  # numpy: pickled, not shared
+        flat = torch.cat([params_after(p).detach().flatten() for p in model.parameters()])
+        return flat.numpy()                      # numpy: pickled, not shared through file descriptors
 
     for name, reshard in (("zero3", True), ("zero2", False)):
         model = make_model(d, L, seed)

@@ -113,7 +113,7 @@ if __name__ == "__main__":
     b = given("b", 4)
     lr = given("lr", 1.0)
     seed = given("seed", 0, nudge=0)
-    worlds = (2, 4)
+    worlds = (given("N1", 2, nudge=0), given("N2", 4, nudge=0))   # world sizes; not nudged: each is a run
     # the paper's volumes, in units of the parameter count; not nudged: the check tests the counts against them
     dp_psi = fact("zero_dp_volume_psi", "dp_psi", nudge=0)
     z3_psi = fact("zero3_volume_psi", "z3_psi", nudge=0)

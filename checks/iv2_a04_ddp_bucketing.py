@@ -120,14 +120,14 @@ def worker(rank, world, widths, batch, caps, small_cap, repeats, inner, tiny_cal
             t0 = time.perf_counter()
             dist.all_reduce(grad_1)              # the same bytes in one all-reduce
             t1.append(time.perf_counter() - t0)
-        blocks = []
+        means = []
         for _ in range(blocks):                  # blocks of tiny_calls calls; the quickest block's mean
             dist.barrier()
             t0 = time.perf_counter()
             for _ in range(tiny_calls):
                 dist.all_reduce(tiny)
-            blocks.append((time.perf_counter() - t0) / tiny_calls)
-        alpha.append(min(blocks))
+            means.append((time.perf_counter() - t0) / tiny_calls)
+        alpha.append(min(means))
         t_small.append(min(ts))
         t_one.append(min(to))
         t_k.append(min(tk))
@@ -284,6 +284,7 @@ if __name__ == "__main__":
         value(f"{key}_smallest_bucket_mib", min(bucket_mib), unit="MiB")
         if key == "gpt2":
             value("gpt2_sizes_mib", bucket_mib)
+            value("gpt2_layer_bucket_mib", bucket_mib[1], unit="MiB")
             value("gpt2_layer_buckets", sum(1 for b in bucket_mib[1:-1] if abs(b - bucket_mib[1]) < 1e-9))
             print("  gpt2 buckets, MiB, in launch order: " + ", ".join(f"{b:.1f}" for b in bucket_mib))
         print(f"  {key}: {n_par:,} parameters, {4 * n_par / MIB:,.1f} MiB of fp32 gradients, "

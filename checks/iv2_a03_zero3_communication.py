@@ -1,4 +1,4 @@
-# numbook: processes=6, timeout=240
+# numbook: processes=6, timeout=400
 """IV.2.A03 — ZeRO-3 communication against data parallelism, counted on real FSDP2 and DDP.
 
 A stack of L Linear layers, each wrapped with FSDP2's fully_shard on a CPU DeviceMesh (gloo over loopback),

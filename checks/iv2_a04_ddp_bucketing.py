@@ -257,9 +257,9 @@ if __name__ == "__main__":
     named = {}
     for key, shapes in (
         ("gpt2", gpt2_shapes(fact("gpt2_vocab", "V_gpt2", nudge=0), fact("gpt2_hidden", "d_gpt2"),
-                             fact("gpt2_layers", "L_gpt2", nudge=0), fact("gpt2_context", "ctx_gpt2", nudge=0))),
+                             fact("gpt2_layers", "L_gpt2"), fact("gpt2_context", "ctx_gpt2", nudge=0))),
         ("llama", llama_shapes(fact("llama2_7b_vocab", "V_llama", nudge=0), fact("llama2_7b_hidden", "d_llama"),
-                               fact("llama2_7b_layers", "L_llama", nudge=0),
+                               fact("llama2_7b_layers", "L_llama"),
                                fact("llama2_7b_intermediate", "f_llama", nudge=0))),
     ):
         rev = shapes[::-1]

@@ -160,8 +160,8 @@ if __name__ == "__main__":
     widths = (2 * w, 8 * w, 2 * w, 4 * w, 4 * w) + (w,) * n_mid + (w // 4,)
     value("widths", widths)
     batch = given("batch", 8, nudge=0)           # rows per rank: moves the step time only
-    caps = (None,) + given("caps", (0.25, 1, 4, 8, 25))   # MiB; None is DDP's default (no bucket_cap_mb given)
-    small_cap = given("small_cap", 0.25, nudge=0)
+    caps = (None,) + given("caps", (0.25, 1, 4, 8, 25), unit="MiB")   # MiB; None is DDP's default (no bucket_cap_mb given)
+    small_cap = given("small_cap", 0.25, unit="MiB", nudge=0)
     repeats = given("repeats", 5, nudge=0)       # the timing's repeats and samples: they move measured values only
     inner = given("inner", 5, nudge=0)
     tiny_calls = given("tiny_calls", 20, nudge=0)

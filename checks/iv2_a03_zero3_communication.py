@@ -128,7 +128,7 @@ if __name__ == "__main__":
     fwd_ag, bwd_ag, rs = ("forward", "all_gather"), ("backward", "all_gather"), ("backward", "reduce_scatter")
     ar = ("backward", "all_reduce")
     for N in worlds:
-        outs = run_group(worker, N, d, L, b, lr, seed)
+        outs = run_group(worker, N, d, L, b, lr, seed, timeout_s=300)
 
         # the unsharded reference: one process, the whole batch of N*b rows, one SGD step
         ref = make_model(d, L, seed)

@@ -160,7 +160,7 @@ if __name__ == "__main__":
     widths = (2 * w, 8 * w, 2 * w, 4 * w, 4 * w) + (w,) * n_mid + (w // 4,)
     value("widths", widths)
     batch = given("batch", 8, nudge=0)           # rows per rank: moves the step time only
-    caps = (None,) + given("caps", (0.25, 1, 4, 8, 25), unit="MiB")   # MiB; None is DDP's default (no bucket_cap_mb given)
+    caps = (None,) + given("caps", (0.25, 1, 4, 8, 25), unit="MiB")   # None: DDP's default, no bucket_cap_mb
     small_cap = given("small_cap", 0.25, unit="MiB", nudge=0)
     repeats = given("repeats", 5, nudge=0)       # the timing's repeats and samples: they move measured values only
     inner = given("inner", 5, nudge=0)
@@ -172,7 +172,8 @@ if __name__ == "__main__":
     value("first_default_mib", first_default / MIB, unit="MiB",
           fixed="torch's dist._DEFAULT_FIRST_BUCKET_BYTES in the installed build")
 
-    outs = run_group(worker, 2, widths, batch, caps, small_cap, repeats, inner, tiny_calls, blocks)
+    outs = run_group(worker, 2, widths, batch, caps, small_cap, repeats, inner, tiny_calls, blocks,
+                     timeout_s=400)
     o = outs[0]
     params = list(make_model(widths).parameters())
     nbytes = [p.numel() * p.element_size() for p in params]

@@ -1,4 +1,4 @@
-# numbook: processes=4, timeout=150
+# numbook: processes=4, timeout=180
 """IV.3.A03 — Sequence parallelism: an all-reduce becomes a reduce-scatter and an all-gather.
 
 A Megatron MLP block with its LayerNorm and dropout (y = x + dropout(fc2(gelu(fc1(LN(x)))))), fc1 split by

@@ -241,6 +241,13 @@ if __name__ == "__main__":
           f"The tensor between the blocks, [s, b, h], holds S = {S:,} bytes.")
 
     worst = {}
+    HELD = {}
+
+    def holds(name, cond, message, operands, relation=None):
+        """A property checked at every t: one sanity over all of them, with the operands of the largest t."""
+        prev = HELD.get(name, (True,))
+        HELD[name] = (prev[0] and bool(cond), message, operands, relation)
+
     for t in (t_small, world):
         ranks = list(range(t))           # the group of ranks 0..t-1 (for t_small: the first of its groups)
         R = {mode: [outs[q][t][mode] for q in ranks] for mode in ("tp", "sp", "naive")}
@@ -252,7 +259,7 @@ if __name__ == "__main__":
         y_sp = torch.cat([o["y"] for o in R["sp"]])
         dx_sp = torch.cat([o["dx"] for o in R["sp"]])
 
-        def full(mode, k):
+        def full(mode, k, R=R):
             if k == "w1" or k == "b1":
                 return torch.cat([o["grads"][k] for o in R[mode]])
             if k == "w2":
@@ -276,8 +283,8 @@ if __name__ == "__main__":
         for k in ("y tp-ref", "y sp-ref", "y tp-sp", "dx tp-ref", "dx sp-ref", "dw1 tp-sp", "dw2 tp-sp",
                   "dln_w tp-sp", "db2 tp-sp"):
             print(f"  {k:<14}{diffs[k]:10.2e}")
-        sanity(f"equal_t{t}", worst[t] < 1e-5 and same_rep,
-               f"at t = {t} TP and SP give the unsharded block's output and gradients, equal to within 1e-5",
+        holds("equal", worst[t] < 1e-5 and same_rep,
+               "at every t, TP and SP give the unsharded block's output and gradients, equal to within 1e-5",
                operands=(worst[t], 1e-5), relation="equal")
 
         # ---- the collectives, counted on the real calls -------------------------------------------------
@@ -287,11 +294,11 @@ if __name__ == "__main__":
         ring = {"all-reduce": 2 * (t - 1) / t, "all-gather": (t - 1) / t, "reduce-scatter": (t - 1) / t}
         for mode in ("tp", "sp"):
             logs = [o["log"] for o in R[mode]]
-            sanity(f"same_log_{mode}_t{t}", all(lg == logs[0] for lg in logs),
-                   f"every rank of the {mode.upper()} group makes the same collectives on the same sizes",
+            holds(f"same_log_{mode}", all(lg == logs[0] for lg in logs),
+                   f"at every t, every rank of the {mode.upper()} group makes the same collectives on the same sizes",
                    operands=(len(logs[0]), len(logs[-1])), relation="equal")
         lt, ls = R["tp"][0]["log"], R["sp"][0]["log"]
-        print(f"  collectives per rank, (collective, pass, S in bytes), ring bytes sent = factor x S:")
+        print("  collectives per rank, (collective, pass, S in bytes), ring bytes sent = factor x S:")
         for name, lg in (("TP", lt), ("SP", ls)):
             for k, ps, n in lg:
                 print(f"    {name}  {k:<15}{ps:<12}S = {n:>7,}  sends {ring[k] * n:>9,.0f}")
@@ -299,7 +306,7 @@ if __name__ == "__main__":
         ag_fwd, rs_fwd = tally(ls, "all-gather", "fwd"), tally(ls, "reduce-scatter", "fwd")
         ag_bwd, rs_bwd = tally(ls, "all-gather", "bwd"), tally(ls, "reduce-scatter", "bwd")
         ar_par = tally(ls, "all-reduce", "param grads")
-        sanity(f"counts_t{t}", (len(ar_fwd), len(ar_bwd), len(ag_fwd), len(rs_fwd), len(ag_bwd), len(rs_bwd),
+        holds("counts", (len(ar_fwd), len(ar_bwd), len(ag_fwd), len(rs_fwd), len(ag_bwd), len(rs_bwd),
                                 len(ar_par)) == (1, 1, 1, 1, 2, 1, 3) and len(lt) == 2
                and set(ar_fwd + ar_bwd + ag_fwd + rs_fwd + ag_bwd + rs_bwd) == {S},
                "TP: one all-reduce forward and one backward; SP: an all-gather and a reduce-scatter forward, two "
@@ -316,11 +323,11 @@ if __name__ == "__main__":
         value(f"par_elems_t{t}", sum(ar_par) // F32)
         value(f"ring_ar_t{t}", ring["all-reduce"])
         value(f"ring_ag_t{t}", ring["all-gather"])
-        sanity(f"fwd_same_t{t}", sp_fwd == tp_fwd and ag_fwd[0] == rs_fwd[0] == ar_fwd[0],
+        holds("fwd_same", sp_fwd == tp_fwd and ag_fwd[0] == rs_fwd[0] == ar_fwd[0],
                "the reduce-scatter and the all-gather send, together, the bytes of the all-reduce they replace",
                operands=(sp_fwd, tp_fwd), relation="equal")
         value(f"bwd_ratio_t{t}", sp_bwd / tp_bwd)
-        sanity(f"bwd_more_t{t}", sp_bwd == 1.5 * tp_bwd,
+        holds("bwd_more", sp_bwd == 1.5 * tp_bwd,
                "backward, SP sends half as much again as TP: the gather repeated for the weight gradient",
                operands=(sp_bwd, tp_bwd), relation="larger")
 
@@ -336,7 +343,7 @@ if __name__ == "__main__":
         tot_sp = value(f"saved_sp_t{t}", R["sp"][0]["saved"], unit="B")
         value(f"saved_ratio_t{t}", tot_sp / tot_tp)
         value(f"region_ratio_t{t}", reg_sp / reg_tp)
-        print(f"  bytes saved for backward, rank 0 (by storage; parameters left out):")
+        print("  bytes saved for backward, rank 0 (by storage; parameters left out):")
         print(f"    {'':<32}{'TP':>9}{'SP':>9}{'SP naive':>10}")
         for k in region + ("GeLU input", "fc2 input"):
             print(f"    {k:<32}{kt.get(k, 0):>9,}{ks.get(k, 0):>9,}{kn.get(k, 0):>10,}")
@@ -345,16 +352,16 @@ if __name__ == "__main__":
         ln_stats = 2 * sb * F32
         par = (2 * 4 * sbh * F32) // t                      # GeLU input and fc2 input: [s, b, 4h/t] each
         exp_tp_region = sbh * F32 + ln_stats + sbh * F32 + sbh
-        sanity(f"region_tp_formula_t{t}", reg_tp == exp_tp_region,
+        holds("region_tp_formula", reg_tp == exp_tp_region,
                "TP: the region holds the LayerNorm input (4sbh), its mean and rstd (8sb), the fc1 input (4sbh) "
                "and the 1-byte mask (sbh), on every rank whatever t", operands=(reg_tp, exp_tp_region),
                relation="equal")
-        sanity(f"region_sp_t{t}", reg_sp * t == reg_tp,
+        holds("region_sp", reg_sp * t == reg_tp,
                "SP: the same region's bytes divided by t", operands=(reg_sp * t, reg_tp), relation="equal")
-        sanity(f"parallel_same_t{t}", kt["GeLU input"] + kt["fc2 input"] == ks["GeLU input"] + ks["fc2 input"] == par,
+        holds("parallel_same", kt["GeLU input"] + kt["fc2 input"] == ks["GeLU input"] + ks["fc2 input"] == par,
                "the GeLU and fc2 inputs, already split by t, are the same under TP and SP",
                operands=(kt["GeLU input"] + kt["fc2 input"], par), relation="equal")
-        sanity(f"naive_keeps_t{t}", kn["fc1 input"] == sbh * F32 and reg_nv > reg_sp,
+        holds("naive_keeps", kn["fc1 input"] == sbh * F32 and reg_nv > reg_sp,
                "an ordinary F.linear after the all-gather saves the whole gathered fc1 input",
                operands=(kn["fc1 input"], ks["fc1 input"]), relation="larger")
         # per sbh, in the paper's 16-bit units: activations 2 bytes, the mask 1 byte
@@ -365,11 +372,24 @@ if __name__ == "__main__":
         value(f"paper_layer_ratio_t{t}", (lin_all / t) / (lin_tp_rep + lin_tp_shard / t))
         value(f"ours_mlp_tp_t{t}", (tot_tp - ln_stats) / sbh)
         value(f"ours_mlp_sp_t{t}", (tot_sp - ln_stats / t) / sbh)
-        sanity(f"ours_formula_t{t}", tot_tp - ln_stats == (9 + 32 / t) * sbh
+        holds("ours_formula", tot_tp - ln_stats == (9 + 32 / t) * sbh
                and tot_sp * t == 41 * sbh + ln_stats,
                "in fp32 the block saves sbh(9 + 32/t) bytes under TP and sbh(41/t) under SP, besides the "
                "LayerNorm statistics: the paper's 5 + 16/t and 21/t with each 2-byte activation at 4 bytes",
                operands=(tot_tp - ln_stats, (9 + 32 / t) * sbh), relation="equal")
+    for name, (ok, message, operands, relation) in HELD.items():
+        sanity(name, ok, message, operands=operands, relation=relation)
     sanity("paper_split", lin_tp_rep + lin_tp_shard == lin_all,
            "the paper's replicated and split terms of tensor parallelism add up to the unsplit 34",
            operands=(lin_tp_rep + lin_tp_shard, lin_all), relation="equal")
+    # the Variation: t = 8 from the same counts (no group of 8 is started)
+    tv = value("t_var", 2 * world)
+    value("paper_layer_ratio_tvar", (lin_all / tv) / (lin_tp_rep + lin_tp_shard / tv))
+    value("region_sp_tvar", value(f"region_tp_t{world}", reg_tp) / tv, unit="B")
+    value("tp_fwd_tvar", 2 * (tv - 1) / tv * S, unit="B")
+    value("ag_fwd_tvar", (tv - 1) / tv * S, unit="B")
+    sanity("var_ratio_falls", (lin_all / tv) / (lin_tp_rep + lin_tp_shard / tv)
+           < (lin_all / world) / (lin_tp_rep + lin_tp_shard / world),
+           "the paper's SP-over-TP ratio of a layer's activations falls as t grows",
+           operands=((lin_all / tv) / (lin_tp_rep + lin_tp_shard / tv),
+                     (lin_all / world) / (lin_tp_rep + lin_tp_shard / world)), relation="falls")

@@ -177,6 +177,12 @@ if __name__ == "__main__":
     slot_f = given("slot_f_ms", 4.0, unit="ms")
     repeats = given("repeats", 10)
     ms = (m1, m2, m3)
+    HELD = {}
+
+    def holds(name, cond, message, operands, relation=None):
+        """A property checked for every m and schedule: one sanity over all of them."""
+        prev = HELD.get(name, (True,))
+        HELD[name] = (prev[0] and bool(cond), message, prev[2] if len(prev) > 1 else operands, relation)
     print(f"Pipeline: p = {p} stages, each {L} x (Linear({d}, {d}) + ReLU); micro-batches of b = {b}; "
           f"m = {ms}. Slots: forward {slot_f} ms, backward {2 * slot_f} ms.")
 
@@ -194,13 +200,26 @@ if __name__ == "__main__":
             print(f"  {m:>3} {kind:<8}{float(span):>9.1f}{float(bub[0]):>9.4f}{float(theory):>15.4f}  {peak}")
             value(f"sim_span_{kind}_m{m}", float(span), unit="ms")
             sim[(kind, m)] = float(span)
-            sanity(f"sim_{kind}_m{m}", all(x == theory for x in bub) and span == (m + p - 1) * (tf + tb),
-                   f"{kind}, m = {m}: the simulated bubble of every stage is exactly (p-1)/(m+p-1)",
+            holds("sim_bubble", all(x == theory for x in bub) and span == (m + p - 1) * (tf + tb),
+                   "for both schedules and every m, the simulated bubble of every stage is exactly (p-1)/(m+p-1)",
                    operands=(float(bub[0]), float(theory)), relation="equal")
             want = [m] * p if kind == "gpipe" else [min(m, p - r) for r in range(p)]
-            sanity(f"sim_peak_{kind}_m{m}", peak == want,
-                   f"{kind}, m = {m}: at most {want} micro-batches in flight per stage",
+            holds("sim_peak", peak == want,
+                   "GPipe keeps m micro-batches in flight at every stage, 1F1B at most p - rank",
                    operands=(peak[0], want[0]), relation="equal")
+
+    # the Variation: twice the largest m, simulated; the m that brings the bubble under 5%
+    m_var = value("m_var", 2 * m3)
+    span_v, busy_v, peak_v = simulate("1f1b", p, m_var, tf, tb)
+    bub_v = value("sim_bubble_var", float(1 - busy_v[0] / span_v))
+    value("sim_peak_var_r0", peak_v[0])
+    sanity("var_formula", bub_v == (p - 1) / (m_var + p - 1) and peak_v == [min(m_var, p - r) for r in range(p)],
+           "1F1B at twice the largest m: the bubble is (p-1)/(m+p-1) and stage 0 still holds p micro-batches",
+           operands=(bub_v, (p - 1) / (m_var + p - 1)), relation="equal")
+    target = Fraction(5, 100)
+    m_5 = value("m_5pct", next(m for m in range(1, 10_000) if Fraction(p - 1, m + p - 1) < target))
+    sanity("m_5pct_closed", Fraction(p - 1, m_5 + p - 1) < target <= Fraction(p - 1, m_5 + p - 2),
+           "the first m whose bubble is below 5%", operands=(m_5, (p - 1) * (1 - target) / target), relation="smaller")
 
     outs = run_group(worker, p, ms, b, d, L, seed, slot_f, repeats, timeout_s=120)
 
@@ -215,11 +234,11 @@ if __name__ == "__main__":
             model(x).backward(gy)
         ref = [q.grad for st in stages for q in st.parameters()]
         got = {k: [torch.from_numpy(g) for o in outs for g in o["grads"][(k, m)]] for k in ("gpipe", "1f1b")}
-        same = all(torch.equal(a, c) for a, c in zip(got["gpipe"], got["1f1b"]))
-        diff = max((a - c).abs().max().item() for a, c in zip(got["gpipe"], ref))
+        same = all(torch.equal(a, c) for a, c in zip(got["gpipe"], got["1f1b"], strict=True))
+        diff = max((a - c).abs().max().item() for a, c in zip(got["gpipe"], ref, strict=True))
         worst = max(worst, diff)
-        sanity(f"grads_m{m}", same and diff < 1e-5,
-               f"m = {m}: GPipe and 1F1B give bit-identical gradients, equal to the unpipelined model's within 1e-5",
+        holds("grads", same and diff < 1e-5,
+               "for every m, GPipe and 1F1B give bit-identical gradients, equal to the unpipelined model's within 1e-5",
                operands=(diff, 1e-5), relation="equal")
     value("grad_maxdiff", worst)
     value("n_params", sum(q.numel() for q in model.parameters()))
@@ -240,8 +259,9 @@ if __name__ == "__main__":
             for r in range(p):
                 value(f"peak_{kind}_m{m}_r{r}", peaks[r], unit="B")
                 value(f"peakmb_{kind}_m{m}_r{r}", peaks[r] // per_mb[r])
-            sanity(f"peak_{kind}_m{m}", all(peaks[r] == want[r] * per_mb[r] for r in range(p)) and not any(left),
-                   f"{kind}, m = {m}: the saved bytes alive at the peak are exactly {want} micro-batches' worth, "
+            holds("peak_alive", all(peaks[r] == want[r] * per_mb[r] for r in range(p)) and not any(left),
+                   "the saved bytes alive at each stage's peak are exactly m micro-batches' worth under GPipe, "
+                  "p - rank under 1F1B, "
                    "and none is left after the last backward", operands=(peaks[0], want[0] * per_mb[0]),
                    relation="equal")
         value(f"mem_ratio_r0_m{m}", outs[0]["peak"][("gpipe", m)][0] / outs[0]["peak"][("1f1b", m)][0])
@@ -270,7 +290,10 @@ if __name__ == "__main__":
                           measured=f"{kind}, m = {m}: first start to last end of the timed run")
             print(f"  {m:>3} {kind:<8}{es:>9.1f}{e:>9.3f}   {e.lo:.3f}-{e.hi:.3f}{theory:>16.3f}")
             lo_runs.append(min(per_rep) - theory)
-            sanity(f"measured_{kind}_m{m}", float(e) >= theory - 0.02 and float(es) >= sim[(kind, m)] * 0.98,
-                   f"{kind}, m = {m}: the measured bubble is at least (p-1)/(m+p-1), to within 0.02, and the measured "
+            holds("measured", float(e) >= theory - 0.02 and float(es) >= sim[(kind, m)] * 0.98,
+                   "for both schedules and every m, the measured bubble is at least (p-1)/(m+p-1), to within 0.02, "
+                  "and the measured "
                    "span at least the simulated one, to within 2%", operands=(float(e), theory), relation="at least")
     value("lowest_run_excess", min(lo_runs), measured="the lowest single run's bubble minus (p-1)/(m+p-1)")
+    for name, (ok, message, operands, relation) in HELD.items():
+        sanity(name, ok, message, operands=operands, relation=relation)

@@ -385,7 +385,7 @@ if __name__ == "__main__":
     # the Variation: t = 8 from the same counts (no group of 8 is started)
     tv = value("t_var", 2 * world)
     value("paper_layer_ratio_tvar", (lin_all / tv) / (lin_tp_rep + lin_tp_shard / tv))
-    value("region_sp_tvar", value(f"region_tp_t{world}", reg_tp) / tv, unit="B")
+    value("region_sp_tvar", reg_tp / tv, unit="B")            # reg_tp: the TP region at the last t, any t alike
     value("tp_fwd_tvar", 2 * (tv - 1) / tv * S, unit="B")
     value("ag_fwd_tvar", (tv - 1) / tv * S, unit="B")
     sanity("var_ratio_falls", (lin_all / tv) / (lin_tp_rep + lin_tp_shard / tv)

@@ -219,7 +219,7 @@ if __name__ == "__main__":
     target = Fraction(5, 100)
     m_5 = value("m_5pct", next(m for m in range(1, 10_000) if Fraction(p - 1, m + p - 1) < target))
     sanity("m_5pct_closed", Fraction(p - 1, m_5 + p - 1) < target <= Fraction(p - 1, m_5 + p - 2),
-           "the first m whose bubble is below 5%", operands=(m_5, (p - 1) * (1 - target) / target), relation="smaller")
+           "the first m whose bubble is below 5%", operands=(float(Fraction(p - 1, m_5 + p - 1)), float(target)), relation="smaller")
 
     outs = run_group(worker, p, ms, b, d, L, seed, slot_f, repeats, timeout_s=120)
 

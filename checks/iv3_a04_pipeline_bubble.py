@@ -191,14 +191,14 @@ if __name__ == "__main__":
     print("\nExact simulation (no transfer time): bubble = idle / span, every stage alike")
     print(f"  {'m':>3} {'schedule':<8}{'span ms':>9}{'bubble':>9}{'(p-1)/(m+p-1)':>15}  peak in flight per stage")
     sim = {}
-    for m in ms:
+    for i, m in enumerate(ms, 1):      # values named by the place of m in Given
         theory = Fraction(p - 1, m + p - 1)
-        value(f"theory_m{m}", float(theory))
+        value(f"theory_m{i}", float(theory))
         for kind in ("gpipe", "1f1b"):
             span, busy, peak = simulate(kind, p, m, tf, tb)
             bub = [1 - bz / span for bz in busy]
             print(f"  {m:>3} {kind:<8}{float(span):>9.1f}{float(bub[0]):>9.4f}{float(theory):>15.4f}  {peak}")
-            value(f"sim_span_{kind}_m{m}", float(span), unit="ms")
+            value(f"sim_span_{kind}_m{i}", float(span), unit="ms")
             sim[(kind, m)] = float(span)
             holds("sim_bubble", all(x == theory for x in bub) and span == (m + p - 1) * (tf + tb),
                    "for both schedules and every m, the simulated bubble of every stage is exactly (p-1)/(m+p-1)",
@@ -219,7 +219,8 @@ if __name__ == "__main__":
     target = Fraction(5, 100)
     m_5 = value("m_5pct", next(m for m in range(1, 10_000) if Fraction(p - 1, m + p - 1) < target))
     sanity("m_5pct_closed", Fraction(p - 1, m_5 + p - 1) < target <= Fraction(p - 1, m_5 + p - 2),
-           "the first m whose bubble is below 5%", operands=(float(Fraction(p - 1, m_5 + p - 1)), float(target)), relation="smaller")
+           "the first m whose bubble is below 5%", operands=(float(Fraction(p - 1, m_5 + p - 1)), float(target)),
+           relation="smaller")
 
     outs = run_group(worker, p, ms, b, d, L, seed, slot_f, repeats, timeout_s=120)
 
@@ -250,21 +251,21 @@ if __name__ == "__main__":
            "each stage saves L + 1 tensors of b x d fp32 per micro-batch: its input and each ReLU's output",
            operands=(per_mb[0], (L + 1) * b * d * 4), relation="equal")
     print(f"\nSaved for backward per micro-batch and stage: {per_mb[0]:,} bytes. Peak alive, bytes (micro-batches):")
-    for m in ms:
+    for i, m in enumerate(ms, 1):      # values named by the place of m in Given
         for kind in ("gpipe", "1f1b"):
             peaks = [o["peak"][(kind, m)][0] for o in outs]
             left = [o["peak"][(kind, m)][1] for o in outs]
             want = [m] * p if kind == "gpipe" else [min(m, p - r) for r in range(p)]
             print(f"  m = {m:>2} {kind:<6}" + "".join(f"{x:>9,} ({x // per_mb[r]:>2})" for r, x in enumerate(peaks)))
             for r in range(p):
-                value(f"peak_{kind}_m{m}_r{r}", peaks[r], unit="B")
-                value(f"peakmb_{kind}_m{m}_r{r}", peaks[r] // per_mb[r])
+                value(f"peak_{kind}_m{i}_r{r}", peaks[r], unit="B")
+                value(f"peakmb_{kind}_m{i}_r{r}", peaks[r] // per_mb[r])
             holds("peak_alive", all(peaks[r] == want[r] * per_mb[r] for r in range(p)) and not any(left),
                    "the saved bytes alive at each stage's peak are exactly m micro-batches' worth under GPipe, "
                   "p - rank under 1F1B, "
                    "and none is left after the last backward", operands=(peaks[0], want[0] * per_mb[0]),
                    relation="equal")
-        value(f"mem_ratio_r0_m{m}", outs[0]["peak"][("gpipe", m)][0] / outs[0]["peak"][("1f1b", m)][0])
+        value(f"mem_ratio_r0_m{i}", outs[0]["peak"][("gpipe", m)][0] / outs[0]["peak"][("1f1b", m)][0])
 
     # ---- the measured bubble ---------------------------------------------------------------------------
     print(f"\nMeasured over {repeats} repeats (one repeat: one timed run of the schedule); bubble = mean over stages "
@@ -272,29 +273,29 @@ if __name__ == "__main__":
     print(f"  {'m':>3} {'schedule':<8}{'span ms':>9}{'bubble':>9}   interval   {'(p-1)/(m+p-1)':>16}")
     value("compute_max_ms", max(o["compute_max_ms"] for o in outs), unit="ms", measured="thread CPU time")
     lo_runs, kinds_seen = [], []
-    for m in ms:
+    for i, m in enumerate(ms, 1):      # values named by the place of m in Given
         theory = (p - 1) / (m + p - 1)
         for kind in ("gpipe", "1f1b"):
             per_rep, spans = [], []
-            for i in range(repeats):
-                st = [o["runs"][(kind, m)][i] for o in outs]
+            for k in range(repeats):
+                st = [o["runs"][(kind, m)][k] for o in outs]
                 t_first = min(s[1] for stamps in st for s in stamps)
                 t_last = max(s[2] for stamps in st for s in stamps)
                 span = t_last - t_first
                 busy = [sum(e - s0 for _, s0, e in stamps) for stamps in st]
                 per_rep.append(sum(1 - bz / span for bz in busy) / p)
                 spans.append(span * 1e3)
-            e = estimate(f"bubble_{kind}_m{m}", per_rep, n=repeats * p, repeated="runs", method="bootstrap",
+            e = estimate(f"bubble_{kind}_m{i}", per_rep, n=repeats * p, repeated="runs", method="bootstrap",
                          measured=f"{kind}, m = {m}: idle over span, averaged over the {p} stages, per timed run")
-            es = estimate(f"span_{kind}_m{m}", spans, unit="ms", n=repeats, repeated="runs", method="bootstrap",
+            es = estimate(f"span_{kind}_m{i}", spans, unit="ms", n=repeats, repeated="runs", method="bootstrap",
                           measured=f"{kind}, m = {m}: first start to last end of the timed run")
             print(f"  {m:>3} {kind:<8}{es:>9.1f}{e:>9.3f}   {e.lo:.3f}-{e.hi:.3f}{theory:>16.3f}")
             kinds_seen.append(e.kind)
             lo_runs.append(min(per_rep) - theory)
             holds("measured", float(e) >= theory - 0.02 and float(es) >= sim[(kind, m)] * 0.98,
-                   "for both schedules and every m, the measured bubble is at least (p-1)/(m+p-1), to within 0.02, "
-                  "and the measured "
-                   "span at least the simulated one, to within 2%", operands=(float(e), theory), relation="at least")
+                  "for both schedules and every m, the measured bubble is at least (p-1)/(m+p-1), to within 0.02, "
+                  "and the measured span at least the simulated one, to within 2%", operands=(float(e), theory),
+                  relation="at least")
     print(f"  (interval: {kinds_seen[0]})")
     value("lowest_run_excess", min(lo_runs), measured="the lowest single run's bubble minus (p-1)/(m+p-1)")
     for name, (ok, message, operands, relation) in HELD.items():

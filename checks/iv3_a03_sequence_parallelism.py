@@ -1,4 +1,4 @@
-# numbook: processes=4, timeout=180
+# numbook: processes=4, timeout=360
 """IV.3.A03 — Sequence parallelism: an all-reduce becomes a reduce-scatter and an all-gather.
 
 A Megatron MLP block with its LayerNorm and dropout (y = x + dropout(fc2(gelu(fc1(LN(x)))))), fc1 split by
@@ -229,7 +229,7 @@ if __name__ == "__main__":
     # the unsplit layer's 34 (section 4.1) is the sum of the two: computed, so that a nudged fact moves it
     lin_all = value("lin_all", lin_tp_rep + lin_tp_shard)
 
-    outs = run_group(worker, world, s, b, h, p, seed, t_small, timeout_s=100)
+    outs = run_group(worker, world, s, b, h, p, seed, t_small, timeout_s=240)
     y_ref, dx_ref, g_ref = reference(s, b, h, p, seed)
     P, x, G, mask = draw(s, b, h, p, seed)
     value("kept_frac", mask.float().mean().item())
@@ -322,12 +322,13 @@ if __name__ == "__main__":
                        + ring["reduce-scatter"] * rs_bwd[0], unit="B")
         sp_par = value(f"sp_par_t{t}", sum(ring["all-reduce"] * n for n in ar_par), unit="B")
         value(f"par_elems_t{t}", sum(ar_par) // F32)
-        value(f"ring_ar_t{t}", ring["all-reduce"])
-        value(f"ring_ag_t{t}", ring["all-gather"])
+        value(f"ring_ar_t{t}", ring["all-reduce"], fixed="depends on t alone, a group size that is not nudged")
+        value(f"ring_ag_t{t}", ring["all-gather"], fixed="depends on t alone, a group size that is not nudged")
         holds("fwd_same", sp_fwd == tp_fwd and ag_fwd[0] == rs_fwd[0] == ar_fwd[0],
                "the reduce-scatter and the all-gather send, together, the bytes of the all-reduce they replace",
                operands=(sp_fwd, tp_fwd), relation="equal")
-        value(f"bwd_ratio_t{t}", sp_bwd / tp_bwd)
+        value(f"bwd_ratio_t{t}", sp_bwd / tp_bwd,
+              fixed="three collectives of (t-1)/t S against one of 2(t-1)/t S: 3/2 whatever S and t")
         holds("bwd_more", sp_bwd == 1.5 * tp_bwd,
                "backward, SP sends half as much again as TP: the gather repeated for the weight gradient",
                operands=(sp_bwd, tp_bwd), relation="larger")
@@ -343,7 +344,7 @@ if __name__ == "__main__":
         tot_tp = value(f"saved_tp_t{t}", R["tp"][0]["saved"], unit="B")
         tot_sp = value(f"saved_sp_t{t}", R["sp"][0]["saved"], unit="B")
         value(f"saved_ratio_t{t}", tot_sp / tot_tp)
-        value(f"region_ratio_t{t}", reg_sp / reg_tp)
+        value(f"region_ratio_t{t}", reg_sp / reg_tp, fixed="1/t: depends on t alone, a group size that is not nudged")
         print("  bytes saved for backward, rank 0 (by storage; parameters left out):")
         print(f"    {'':<32}{'TP':>9}{'SP':>9}{'SP naive':>10}")
         for k in region + ("GeLU input", "fc2 input"):
@@ -366,13 +367,15 @@ if __name__ == "__main__":
                "an ordinary F.linear after the all-gather saves the whole gathered fc1 input",
                operands=(kn["fc1 input"], ks["fc1 input"]), relation="larger")
         # per sbh, in the paper's 16-bit units: activations 2 bytes, the mask 1 byte
-        value(f"paper_mlp_tp_t{t}", 5 + 16 / t)
-        value(f"paper_mlp_sp_t{t}", 21 / t)
+        value(f"paper_mlp_tp_t{t}", 5 + 16 / t, fixed="depends on t alone, a group size that is not nudged")
+        value(f"paper_mlp_sp_t{t}", 21 / t, fixed="depends on t alone, a group size that is not nudged")
         value(f"paper_layer_tp_t{t}", lin_tp_rep + lin_tp_shard / t)
         value(f"paper_layer_sp_t{t}", lin_all / t)
         value(f"paper_layer_ratio_t{t}", (lin_all / t) / (lin_tp_rep + lin_tp_shard / t))
-        value(f"ours_mlp_tp_t{t}", (tot_tp - ln_stats) / sbh)
-        value(f"ours_mlp_sp_t{t}", (tot_sp - ln_stats / t) / sbh)
+        value(f"ours_mlp_tp_t{t}", (tot_tp - ln_stats) / sbh,
+              fixed="9 + 32/t bytes per sbh in fp32: counted bytes over sbh, which depend on t alone")
+        value(f"ours_mlp_sp_t{t}", (tot_sp - ln_stats / t) / sbh,
+              fixed="41/t bytes per sbh in fp32: counted bytes over sbh, which depend on t alone")
         holds("ours_formula", tot_tp - ln_stats == (9 + 32 / t) * sbh
                and tot_sp * t == 41 * sbh + ln_stats,
                "in fp32 the block saves sbh(9 + 32/t) bytes under TP and sbh(41/t) under SP, besides the "
@@ -381,7 +384,7 @@ if __name__ == "__main__":
     for name, (ok, message, operands, relation) in HELD.items():
         sanity(name, ok, message, operands=operands, relation=relation)
     # the Variation: t = 8 from the same counts (no group of 8 is started)
-    tv = value("t_var", 2 * world)
+    tv = value("t_var", 2 * world, fixed="twice the largest group size, which is not nudged")
     value("paper_layer_ratio_tvar", (lin_all / tv) / (lin_tp_rep + lin_tp_shard / tv))
     value("region_sp_tvar", reg_tp / tv, unit="B")            # reg_tp: the TP region at the last t, any t alike
     value("tp_fwd_tvar", 2 * (tv - 1) / tv * S, unit="B")

@@ -159,11 +159,12 @@ if __name__ == "__main__":
     n_mid = given("n_mid", 4)                    # the layers of w x w at the end of the stack
     widths = (2 * w, 8 * w, 2 * w, 4 * w, 4 * w) + (w,) * n_mid + (w // 4,)
     value("widths", widths)
+    value("n_layers", len(widths) - 1)
     batch = given("batch", 8, nudge=0)           # rows per rank: moves the step time only
     caps = (None,) + given("caps", (0.25, 1, 4, 8, 25), unit="MiB")   # None: DDP's default, no bucket_cap_mb
     small_cap = given("small_cap", 0.25, unit="MiB", nudge=0)
-    repeats = given("repeats", 5, nudge=0)       # the timing's repeats and samples: they move measured values only
-    inner = given("inner", 5, nudge=0)
+    repeats = given("repeats", 10, nudge=0)      # the timing's repeats and samples: they move measured values only
+    inner = given("inner", 3, nudge=0)
     tiny_calls = given("tiny_calls", 20, nudge=0)
     blocks = given("blocks", 5, nudge=0)
     default_cap = nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB
@@ -182,6 +183,10 @@ if __name__ == "__main__":
     value("psi", psi)
     value("grad_mib", 4 * psi / MIB, unit="MiB")
     ready = o["ready"]
+    tail = params[8:]                            # the layers after the fourth (4w x 4w): the last five
+    value("n_tail_layers", len(tail) // 2)
+    value("tail_mib", sum(p.numel() * p.element_size() for p in tail) / MIB, unit="MiB")
+    value("big_weight_mib", params[6].numel() * params[6].element_size() / MIB, unit="MiB")
     value("ready_reverse", int(ready == list(range(len(params)))[::-1]), fixed="1 when the gradients of a "
           "stack of layers become ready in the reverse of the parameters' order, bias before weight")
     print(f"Model: Linear layers {' > '.join(map(str, widths))}: {len(params)} tensors, {psi:,} parameters, "
@@ -226,32 +231,44 @@ if __name__ == "__main__":
     tm = o["timing"]
     k = value("k_small", tm["k"])
     n = repeats * inner
-    e_small = estimate("t_small_ms", [1e3 * t for t in tm["t_small"]], unit="ms", n=n,
+    e_small = estimate("t_small_ms", [1e3 * t for t in tm["t_small"]], unit="ms", n=n, method="bootstrap",
                        measured=f"one DDP step (forward, backward, {k} bucket all-reduces) on rank 0, wall time, "
                        f"per repeat the shortest of {inner}")
-    e_one = estimate("t_one_ms", [1e3 * t for t in tm["t_one"]], unit="ms", n=n,
+    e_one = estimate("t_one_ms", [1e3 * t for t in tm["t_one"]], unit="ms", n=n, method="bootstrap",
                      measured="one DDP step with one bucket on rank 0, wall time, per repeat the shortest of "
                      f"{inner}")
-    e_k = estimate("t_k_ms", [1e3 * t for t in tm["t_k"]], unit="ms", n=n,
+    e_k = estimate("t_k_ms", [1e3 * t for t in tm["t_k"]], unit="ms", n=n, method="bootstrap",
                    measured=f"the {k} buckets' bytes all-reduced in {k} back-to-back calls, rank 0, wall time")
-    e_1 = estimate("t_1_ms", [1e3 * t for t in tm["t_1"]], unit="ms", n=n,
+    e_1 = estimate("t_1_ms", [1e3 * t for t in tm["t_1"]], unit="ms", n=n, method="bootstrap",
                    measured="the same bytes all-reduced in one call, rank 0, wall time")
     e_alpha = estimate("alpha_us", [1e6 * t for t in tm["alpha"]], unit="us", n=repeats * blocks * tiny_calls,
+                       method="bootstrap",
                        measured=f"one all-reduce of one fp32 element: per repeat the quickest of {blocks} blocks of "
                        f"{tiny_calls} back-to-back calls, its mean per call")
     extra = [1e3 * (a - b) for a, b in zip(tm["t_k"], tm["t_1"], strict=True)]
-    e_extra = estimate("extra_ms", extra, unit="ms", n=n,
+    e_extra = estimate("extra_ms", extra, unit="ms", n=n, method="bootstrap",
                        measured=f"{k} calls minus one call for the same bytes, per repeat")
     pred_extra = value("pred_extra_ms", (k - 1) * float(e_alpha) / 1e3, unit="ms",
                        measured="(k - 1) times the measured latency of one tiny all-reduce, with its interval",
                        n=e_alpha.n, repeats=e_alpha.repeats, repeated="runs",
                        interval=((k - 1) * e_alpha.lo / 1e3, (k - 1) * e_alpha.hi / 1e3), interval_kind=e_alpha.kind)
-    print(f"\nTiming over {repeats} repeats of {inner} (rank 0, wall clock, {len(outs)} processes, shared cores):")
-    for label, e in (("step, small buckets", e_small), ("step, one bucket", e_one),
-                     ("all-reduce in k calls", e_k), ("all-reduce in one call", e_1), ("k calls - one call", e_extra)):
-        print(f"  {label:<26}{float(e):>9.2f} ms  ({e.lo:.2f} to {e.hi:.2f})")
+    print(f"\nTiming over {repeats} repeats of {inner} rounds (rank 0, wall clock, {len(outs)} processes, shared "
+          "cores): mean with its bootstrap interval, then the median and the range of the repeats")
+    figs = {"step, small buckets": [1e3 * t for t in tm["t_small"]], "step, one bucket": [1e3 * t for t in tm["t_one"]],
+            "all-reduce in k calls": [1e3 * t for t in tm["t_k"]],
+            "all-reduce in one call": [1e3 * t for t in tm["t_1"]],
+            "k calls - one call": extra}
+    for (label, xs), e in zip(figs.items(), (e_small, e_one, e_k, e_1, e_extra), strict=True):
+        med = sorted(xs)[len(xs) // 2] if len(xs) % 2 else sum(sorted(xs)[len(xs) // 2 - 1:len(xs) // 2 + 1]) / 2
+        print(f"  {label:<26}{float(e):>9.2f} ms  ({e.lo:.2f} to {e.hi:.2f}); median {med:.2f}, "
+              f"range {min(xs):.2f} to {max(xs):.2f}")
+    al = [1e6 * t for t in tm["alpha"]]
     print(f"  one tiny all-reduce (alpha) {float(e_alpha):>7.1f} us  ({e_alpha.lo:.1f} to {e_alpha.hi:.1f}); "
-          f"(k - 1) alpha = {pred_extra:.2f} ms for k = {k}")
+          f"range {min(al):.1f} to {max(al):.1f}; (k - 1) alpha = {pred_extra:.2f} ms for k = {k}")
+    slower_k = sum(1 for d in extra if d > 0)
+    slower_s = sum(1 for a, b in zip(tm["t_small"], tm["t_one"], strict=True) if a > b)
+    print(f"  repeats where the k calls were slower than one call: {slower_k} of {repeats}; "
+          f"where the small-bucket step was slower than the one-bucket step: {slower_s} of {repeats}")
 
     # -- the named models: 25 MiB buckets of fp32 gradients, ready order = reverse of registration -----
     cap25 = default_cap * MIB
@@ -285,14 +302,16 @@ if __name__ == "__main__":
         value(f"{key}_smallest_bucket_mib", min(bucket_mib), unit="MiB")
         if key == "gpt2":
             value("gpt2_sizes_mib", bucket_mib)
+            value("gpt2_wte_mib", 4 * shapes[0][0] * shapes[0][1] / MIB, unit="MiB")
+            value("gpt2_last_in_caps", bucket_mib[-1] / default_cap)
             value("gpt2_layer_bucket_mib", bucket_mib[1], unit="MiB")
             value("gpt2_layer_buckets", sum(1 for b in bucket_mib[1:-1] if abs(b - bucket_mib[1]) < 1e-9))
             print("  gpt2 buckets, MiB, in launch order: " + ", ".join(f"{b:.1f}" for b in bucket_mib))
         print(f"  {key}: {n_par:,} parameters, {4 * n_par / MIB:,.1f} MiB of fp32 gradients, "
               f"{len(mine)} buckets at the default caps ({big} tensors alone exceed the cap)")
     sanity("gpt2_fewer_than_ratio", named["gpt2"][1] < 4 * named["gpt2"][0] / cap25,
-           "GPT-2 small needs fewer buckets than its bytes over 25 MiB: a bucket closes only once it holds at least "
-           "the cap, so most hold more", operands=(named["gpt2"][1], 4 * named["gpt2"][0] / cap25), relation="fewer")
+           "GPT-2 small needs fewer buckets than its bytes over 25 MiB: the last bucket holds the token embedding, "
+           "several caps on its own, and a bucket closes only once it holds at least the cap", operands=(named["gpt2"][1], 4 * named["gpt2"][0] / cap25), relation="fewer")
     sanity("llama_one_per_matrix", named["llama"][1] == named["llama"][2] and named["llama"][2] > 0,
            "Llama 2 7B has as many buckets as tensors larger than the cap: every matrix is a bucket of its own, "
            "the norms riding along", operands=(named["llama"][1], named["llama"][2]), relation=("equal", "larger"))

@@ -1,4 +1,4 @@
-# numbook: processes=5, timeout=240
+# numbook: processes=5, timeout=420
 """IV.2.A01 — Gradient all-reduce bytes per step in data parallelism.
 
 A small fp32 model (a frozen input projection, a registered buffer, three trainable Linear layers) wrapped in
@@ -92,7 +92,7 @@ if __name__ == "__main__":
                   "gradients arrived, and one with the rebuilt buckets")
     seed = given("seed", 0, nudge=0)
 
-    outs = run_group(worker, world, d_in, h, d_out, b, seed, steps, timeout_s=150)
+    outs = run_group(worker, world, d_in, h, d_out, b, seed, steps, timeout_s=360)
 
     # -- (a) the bytes DDP all-reduces per step, counted on the buckets ------------------------------------------
     net = make(d_in, h, d_out, seed)
@@ -173,13 +173,21 @@ if __name__ == "__main__":
     d = fact("llama2_7b_hidden", "d")
     L = fact("llama2_7b_layers", "L")
     f = fact("llama2_7b_intermediate", "f")
+    H = fact("llama2_7b_heads", "H")
+    H_kv = fact("llama2_7b_kv_heads", "H_kv")
+    vd = fact("llama2_7b_vocab_matrices", "vocab_matrices", nudge=0)  # 2: untied head; 1 would be tied, no nudge
     n_small = given("n_ring_small", 8)
     n_large = given("n_ring_large", 64)
     with torch.device("meta"):
-        layers = [nn.ModuleList([nn.Linear(d, d, bias=False) for _ in range(4)]          # q, k, v, o (Hkv = H)
-                                + [nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False),  # gate, up
-                                   nn.Linear(f, d, bias=False), nn.RMSNorm(d), nn.RMSNorm(d)]) for _ in range(L)]
-        llama = nn.ModuleList([nn.Embedding(V, d), *layers, nn.RMSNorm(d), nn.Linear(d, V, bias=False)])
+        kv = d * H_kv // H                                                              # k and v width
+        layers = [nn.ModuleList([nn.Linear(d, d, bias=False), nn.Linear(d, kv, bias=False),  # q, k
+                                 nn.Linear(d, kv, bias=False), nn.Linear(d, d, bias=False),   # v, o
+                                 nn.Linear(d, f, bias=False), nn.Linear(d, f, bias=False),    # gate, up
+                                 nn.Linear(f, d, bias=False), nn.RMSNorm(d), nn.RMSNorm(d)]) for _ in range(L)]
+        embed, head = nn.Embedding(V, d), nn.Linear(d, V, bias=False)
+        if vd == 1:
+            head.weight = embed.weight                                                  # a tied head: one matrix
+        llama = nn.ModuleList([embed, *layers, nn.RMSNorm(d), head])
     N = value("N_7b", sum(p.numel() for p in llama.parameters()))
     bf16_elem = value("bf16_elem", torch.tensor(0.0, dtype=torch.bfloat16).element_size(), unit="B",
                       fixed="bytes of a bf16 element: a property of the dtype")

@@ -4,8 +4,9 @@
 One process group of four gloo workers over loopback. Ranks 0 and 1 time ping-pong round trips of
 messages from a few bytes to several MiB with dist.send/recv; per repeat, the shortest round trip of
 each size over `inner` tries, halved, is the one-way time t(m), and t(m) = alpha + m / beta is fitted by
-least squares on the relative residuals (numpy). Each measured figure is the mean over 12 repeats with a
-percentile-bootstrap interval, which lies inside the range of the repeats. The same repeat times gloo's
+least squares on the relative residuals (numpy). Each measured figure is the median over 12 repeats with
+its order-statistic interval (the 3rd smallest to the 3rd largest of 12: 96%), which a stall caught by one
+or two repeats does not move. The same repeat times gloo's
 all_reduce on a group of
 two (ranks 0 and 1, dist.new_group) and on all four, at a small and a large size, against the ring's
 prediction 2(N-1)(alpha + S/(N beta)). Then the latency terms as N grows, by simulating the schedules
@@ -20,7 +21,28 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from numbook.check import estimate, given, run_group, sanity, value
+from numbook.check import given, run_group, sanity, value
+
+
+class Median(float):
+    """A median over the repeats, with its order-statistic interval (.lo, .hi)."""
+
+
+def estimate(name, xs, *, unit=None, n, repeated, measured, **_):
+    """The median of the per-repeat figures, with a distribution-free interval for it: the k-th smallest and
+    k-th largest figure, k the largest with 2 P(Binomial(r, 1/2) < k) <= 0.05. A stall that one or two repeats
+    catch on a loaded machine moves neither the median nor the interval's ends."""
+    xs, r = sorted(float(x) for x in xs), len(xs)
+    tail = lambda k: sum(math.comb(r, i) for i in range(k)) / 2**r   # noqa: E731  P(X < k)
+    k = max(k for k in range(1, r // 2 + 1) if 2 * tail(k) <= 0.05)
+    level = math.floor(100 * (1 - 2 * tail(k)))
+    med = float(np.median(xs))
+    value(name, med, unit=unit, measured=measured + "; the median over the repeats", n=n, repeats=r,
+          repeated=repeated, interval=(xs[k - 1], xs[r - k]),
+          interval_kind=f"{level}% order-statistic interval for the median over {r} {repeated}")
+    e = Median(med)
+    e.lo, e.hi = xs[k - 1], xs[r - k]
+    return e
 
 
 def worker(rank, world, sizes, inner, repeats, ar_sizes):
@@ -160,11 +182,11 @@ if __name__ == "__main__":
     print(f"Ping-pong over loopback, ranks 0 and 1 of a gloo group of {len(outs)} ({repeats} repeats, "
           f"{inner} round trips per size):")
     print(f"  {'message':>10} {'one way (median of repeats)':>28} {'fit':>10} {'residual':>9}")
-    a_mean, b_mean = float(np.mean(alphas)) * 1e-6, float(np.mean(betas)) * 1e9
+    a_mean, b_mean = float(np.median(alphas)) * 1e-6, float(np.median(betas)) * 1e9
     for mi, ti in zip(m, t_med, strict=True):
         tf = a_mean + mi / b_mean
         print(f"  {int(mi):>10,} B {ti * 1e6:>24.1f} us {tf * 1e6:>7.1f} us {(tf - ti) / ti:>+9.2f}")
-    print(f"alpha = {e_alpha:.1f} us ({e_alpha.lo:.1f} to {e_alpha.hi:.1f}), beta = {e_beta:.2f} GB/s "
+    print(f"median alpha = {e_alpha:.1f} us ({e_alpha.lo:.1f} to {e_alpha.hi:.1f}), beta = {e_beta:.2f} GB/s "
           f"({e_beta.lo:.2f} to {e_beta.hi:.2f}); alpha*beta = {e_ab:.1f} kB; "
           f"largest relative residual {e_res:.2f} ({e_res.lo:.2f} to {e_res.hi:.2f})")
     print(f"over the repeats, min to max: alpha {min(alphas):.1f} to {max(alphas):.1f} us, beta {min(betas):.2f} to "
@@ -189,7 +211,7 @@ if __name__ == "__main__":
                                                         f"shortest of {inner}")
             value(f"ring_bytes_{tag}_n{N}", 2 * (N - 1) * S // N, unit="B")
             rs = [x / p for x, p in zip(meas, pred, strict=True)]
-            print(f"  {N:>3} {S:>10,} B {e_t:>9.3f} ms {np.mean(pred) * 1e3:>9.3f} ms {ratio:>7.2f} "
+            print(f"  {N:>3} {S:>10,} B {e_t:>9.3f} ms {np.median(pred) * 1e3:>9.3f} ms {ratio:>7.2f} "
                   f"(repeats {min(rs):.2f} to {max(rs):.2f})")
 
     # -- 3. latency terms: ring against binomial tree, steps counted on simulated schedules -----------------

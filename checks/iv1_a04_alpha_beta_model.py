@@ -4,7 +4,10 @@
 One process group of four gloo workers over loopback. Ranks 0 and 1 time ping-pong round trips of
 messages from a few bytes to several MiB with dist.send/recv; per repeat, the shortest round trip of
 each size over `inner` tries, halved, is the one-way time t(m), and t(m) = alpha + m / beta is fitted by
-least squares on the relative residuals (numpy). The same repeat times gloo's all_reduce on a group of
+least squares on the relative residuals (numpy). Each measured figure is the median over 12 repeats with
+its order-statistic interval (the 3rd smallest to the 3rd largest of 12: 96%), which a stall caught by one
+or two repeats does not move. The same repeat times gloo's
+all_reduce on a group of
 two (ranks 0 and 1, dist.new_group) and on all four, at a small and a large size, against the ring's
 prediction 2(N-1)(alpha + S/(N beta)). Then the latency terms as N grows, by simulating the schedules
 (a ring all-reduce: reduce-scatter then all-gather; a binomial tree: reduce to rank 0, then broadcast)
@@ -18,7 +21,28 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from numbook.check import estimate, given, run_group, sanity, value
+from numbook.check import given, run_group, sanity, value
+
+
+class Median(float):
+    """A median over the repeats, with its order-statistic interval (.lo, .hi)."""
+
+
+def estimate(name, xs, *, unit=None, n, repeated, measured, **_):
+    """The median of the per-repeat figures, with a distribution-free interval for it: the k-th smallest and
+    k-th largest figure, k the largest with 2 P(Binomial(r, 1/2) < k) <= 0.05. A stall that one or two repeats
+    catch on a loaded machine moves neither the median nor the interval's ends."""
+    xs, r = sorted(float(x) for x in xs), len(xs)
+    tail = lambda k: sum(math.comb(r, i) for i in range(k)) / 2**r   # noqa: E731  P(X < k)
+    k = max(k for k in range(1, r // 2 + 1) if 2 * tail(k) <= 0.05)
+    level = math.floor(100 * (1 - 2 * tail(k)))
+    med = float(np.median(xs))
+    value(name, med, unit=unit, measured=measured + "; the median over the repeats", n=n, repeats=r,
+          repeated=repeated, interval=(xs[k - 1], xs[r - k]),
+          interval_kind=f"{level}% order-statistic interval for the median over {r} {repeated}")
+    e = Median(med)
+    e.lo, e.hi = xs[k - 1], xs[r - k]
+    return e
 
 
 def worker(rank, world, sizes, inner, repeats, ar_sizes):
@@ -117,7 +141,7 @@ def tree_steps(N):
 if __name__ == "__main__":
     sizes = given("sizes", [8 * 8**k for k in range(8)], unit="B")
     inner = given("inner", 10)
-    repeats = given("repeats", 5)
+    repeats = given("repeats", 12)   # at least 10 also when nudged: the bootstrap needs 10
     S_small = given("S_small", 65536, unit="B")
     S_large = given("S_large", 4194304, unit="B")
     F = given("F", 10, nudge=0.5)     # 11 or 9 leave no dip between the first crossing and the last
@@ -146,23 +170,28 @@ if __name__ == "__main__":
     n_pp = repeats * inner * len(sizes)
     how = (f"one-way time of a ping-pong between two gloo workers over loopback (half the shortest of {inner} "
            f"round trips per size), {len(sizes)} sizes, fitted per repeat")
-    e_alpha = estimate("alpha_us", alphas, unit="us", n=n_pp, repeated="repeats", measured="alpha, " + how)
-    e_beta = estimate("beta_gbs", betas, unit="GB/s", n=n_pp, repeated="repeats", measured="beta, " + how)
-    e_ab = estimate("alpha_beta_kb", ab, unit="kB", n=n_pp, repeated="repeats",
+    e_alpha = estimate("alpha_us", alphas, unit="us", n=n_pp, repeated="repeats", method="bootstrap",
+                       measured="alpha, " + how)
+    e_beta = estimate("beta_gbs", betas, unit="GB/s", n=n_pp, repeated="repeats", method="bootstrap",
+                      measured="beta, " + how)
+    e_ab = estimate("alpha_beta_kb", ab, unit="kB", n=n_pp, repeated="repeats", method="bootstrap",
                     measured="alpha times beta, the message size whose transfer takes alpha; " + how)
-    e_res = estimate("max_rel_resid", worst, n=n_pp, repeated="repeats",
+    e_res = estimate("max_rel_resid", worst, n=n_pp, repeated="repeats", method="bootstrap",
                      measured="the largest relative residual of the fit over the sizes; " + how)
     t_med = np.median(t_all, axis=0)
     print(f"Ping-pong over loopback, ranks 0 and 1 of a gloo group of {len(outs)} ({repeats} repeats, "
           f"{inner} round trips per size):")
     print(f"  {'message':>10} {'one way (median of repeats)':>28} {'fit':>10} {'residual':>9}")
-    a_mean, b_mean = float(np.mean(alphas)) * 1e-6, float(np.mean(betas)) * 1e9
+    a_mean, b_mean = float(np.median(alphas)) * 1e-6, float(np.median(betas)) * 1e9
     for mi, ti in zip(m, t_med, strict=True):
         tf = a_mean + mi / b_mean
         print(f"  {int(mi):>10,} B {ti * 1e6:>24.1f} us {tf * 1e6:>7.1f} us {(tf - ti) / ti:>+9.2f}")
-    print(f"alpha = {e_alpha:.1f} us ({e_alpha.lo:.1f} to {e_alpha.hi:.1f}), beta = {e_beta:.2f} GB/s "
+    print(f"median alpha = {e_alpha:.1f} us ({e_alpha.lo:.1f} to {e_alpha.hi:.1f}), beta = {e_beta:.2f} GB/s "
           f"({e_beta.lo:.2f} to {e_beta.hi:.2f}); alpha*beta = {e_ab:.1f} kB; "
           f"largest relative residual {e_res:.2f} ({e_res.lo:.2f} to {e_res.hi:.2f})")
+    print(f"over the repeats, min to max: alpha {min(alphas):.1f} to {max(alphas):.1f} us, beta {min(betas):.2f} to "
+          f"{max(betas):.2f} GB/s, alpha*beta {min(ab):.1f} to {max(ab):.1f} kB, largest residual {min(worst):.2f} to "
+          f"{max(worst):.2f}")
 
     # -- 2. the ring's prediction against gloo's all_reduce ------------------------------------------------
     print("\nall_reduce, gloo, against the ring model's time from each repeat's alpha and beta:")
@@ -172,15 +201,18 @@ if __name__ == "__main__":
             meas = [row[j] for row in r0[key]]
             pred = [2 * (N - 1) * (a * 1e-6 + S / (N * b * 1e9)) for a, b in zip(alphas, betas, strict=True)]
             ratio = estimate(f"ratio_{tag}_n{N}", [x / p for x, p in zip(meas, pred, strict=True)], n=repeats * inner,
-                             repeated="repeats",
+                             repeated="repeats", method="bootstrap",
                              measured=f"gloo all_reduce of {S} bytes on {N} workers (rank 0's shortest of {inner}) "
                                       "over"
                                       " the ring model's time from the same repeat's alpha and beta")
             e_t = estimate(f"t_{tag}_n{N}_ms", [x * 1e3 for x in meas], unit="ms", n=repeats * inner,
-                           repeated="repeats", measured=f"gloo all_reduce of {S} bytes on {N} workers, rank 0's "
+                           repeated="repeats", method="bootstrap",
+                           measured=f"gloo all_reduce of {S} bytes on {N} workers, rank 0's "
                                                         f"shortest of {inner}")
             value(f"ring_bytes_{tag}_n{N}", 2 * (N - 1) * S // N, unit="B")
-            print(f"  {N:>3} {S:>10,} B {e_t:>9.3f} ms {np.mean(pred) * 1e3:>9.3f} ms {ratio:>7.2f}")
+            rs = [x / p for x, p in zip(meas, pred, strict=True)]
+            print(f"  {N:>3} {S:>10,} B {e_t:>9.3f} ms {np.median(pred) * 1e3:>9.3f} ms {ratio:>7.2f} "
+                  f"(repeats {min(rs):.2f} to {max(rs):.2f})")
 
     # -- 3. latency terms: ring against binomial tree, steps counted on simulated schedules -----------------
     def L(N):
@@ -228,7 +260,8 @@ if __name__ == "__main__":
     value("tree_first", tree[first])
     value("ring_dip", ring[dip])
     value("tree_dip", tree[dip])
-    print(f"\nSteps, simulated at {len(sim_N)} values of N from {min(sim_N)} to {N_big}: the ring's equal twice (N-1), "
+    print(f"\nSteps, simulated at {len(sim_N)} values of N ({sim_N[0]} to {sim_N[62]}, then {sim_N[63:]}): "
+          "the ring's equal twice (N-1), "
           f"the binomial tree's twice ceil(log2 N), at every one. N = {N_big}: ring {ring[N_big]}, tree {tree[N_big]}.")
     print(f"The tree's step count is {F} times smaller first at N = {first} (ring {ring[first]}, tree {tree[first]}), "
           f"no longer at N = {dip} (ring {ring[dip]}, tree {tree[dip]}), and from N = {stays} on.")
@@ -238,11 +271,11 @@ if __name__ == "__main__":
     # ring against (unpipelined) binomial tree: 2(N-1)(a + S/(N b)) = 2L(a + S/b) at S* below
     Lb = L(N_big)
     n4 = len(outs)
-    be4 = estimate("S_half_n4_kb", [n4 * x for x in ab], unit="kB", n=n_pp, repeated="repeats",
+    be4 = estimate("S_half_n4_kb", [n4 * x for x in ab], unit="kB", n=n_pp, repeated="repeats", method="bootstrap",
                    measured="N alpha beta at N = 4: the all-reduce size whose ring bandwidth term equals its latency "
                             "term, from each repeat's fit")
     cross = [x * 1e3 * (N_big - 1 - Lb) / (Lb - (N_big - 1) / N_big) / 1e6 for x in ab]
-    e_cross = estimate("S_cross_mb", cross, unit="MB", n=n_pp, repeated="repeats",
+    e_cross = estimate("S_cross_mb", cross, unit="MB", n=n_pp, repeated="repeats", method="bootstrap",
                        measured=f"the all-reduce size above which the ring is faster than the binomial tree at N = "
                                 f"{N_big}, from each repeat's alpha and beta")
     value("cross_factor", (N_big - 1 - Lb) / (Lb - (N_big - 1) / N_big))

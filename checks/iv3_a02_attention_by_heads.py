@@ -108,7 +108,8 @@ def worker(rank, world, b, s, h, a, kv, seed):
     PHASE[0] = "backward"
     y.backward(dY)
     out["attn"] = {"y": y.detach().numpy(), "dx": x.grad.numpy(), "log": list(LOG),
-                   "dq": W["q"].grad.numpy(), "dk": W["k"].grad.numpy(), "do": W["o"].grad.numpy()}
+                   "dq": W["q"].grad.numpy(), "dk": W["k"].grad.numpy(), "dv": W["v"].grad.numpy(),
+                   "do": W["o"].grad.numpy()}
     for w in W.values():
         w.grad = None
     # the whole layer
@@ -131,7 +132,7 @@ def reference(b, s, h, a, kv, seed):
     y = attention(x, W, a, kv, hd)
     y.backward(dY)
     attn = {"y": y.detach(), "dx": x.grad, "dq": W["q"].grad.clone(), "dk": W["k"].grad.clone(),
-            "do": W["o"].grad.clone()}
+            "dv": W["v"].grad.clone(), "do": W["o"].grad.clone()}
     x = X.clone().requires_grad_()
     y = layer(x, W, a, kv, hd, tp=False)
     y.backward(dY)
@@ -165,6 +166,7 @@ if __name__ == "__main__":
         ol = [{k: torch.from_numpy(v) for k, v in out["layer"].items() if k != "log"} for out in outs]
         dW = max((torch.cat([x["dq"] for x in o], 1) - ref_attn["dq"]).abs().max().item(),
                  (torch.cat([x["dk"] for x in o], 1) - ref_attn["dk"]).abs().max().item(),
+                 (torch.cat([x["dv"] for x in o], 1) - ref_attn["dv"]).abs().max().item(),
                  (torch.cat([x["do"] for x in o], 0) - ref_attn["do"]).abs().max().item())
         ay = max((x["y"] - ref_attn["y"]).abs().max().item() for x in o)
         adx = max((x["dx"] - ref_attn["dx"]).abs().max().item() for x in o)
@@ -176,8 +178,9 @@ if __name__ == "__main__":
         value(f"layer_max_t{t}", max(ly, ldx))
         print(f"{t:>2} {a // t:>10} {kv // t:>8} {ay:13.2e} {adx:9.2e} {dW:9.2e} {ly:14.2e} {ldx:9.2e}")
         sanity(f"close_t{t}", worst[t] < 1e-5 and agree,
-               f"on t = {t} attention and the whole layer lie within 1e-5 of the unsharded ones in fp32 (output, "
-               "input gradient, the projections' weight gradients), and every rank holds the same output",
+               f"on t = {t} attention (output, input gradient, the gradients of W_Q, W_K, W_V and W_O) and the "
+               "whole layer (output, input gradient) lie within 1e-5 of the unsharded ones in fp32, and every rank "
+               "holds the same output",
                operands=(worst[t], 1e-5))
         value(f"heads_per_rank_t{t}", a // t)
         value(f"kv_per_rank_t{t}", kv // t)

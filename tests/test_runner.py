@@ -264,7 +264,7 @@ def test_one_job_runs_the_checks_one_at_a_time(tmp_path: Path) -> None:
 
 def test_header_rejects_unknown_keys() -> None:
     with pytest.raises(ValueError, match="unknown numbook header key 'gpu' \\(known: requires, timeout, alone, "
-                       "memory, env\\)"):
+                       "memory, env, processes\\)"):
         read_header("# numbook: gpu=yes\n")
 
 

@@ -147,7 +147,7 @@ def counts(log, kind, phase):
 if __name__ == "__main__":
     b = given("b", 2)
     s = given("s", 16)
-    d = given("d", 64)
+    d = given("d", 64, nudge=8)   # by 8: the 4d hidden columns split evenly over t
     seed = given("seed", 0, nudge=0)
     t_small = given("t_small", 2, nudge=0)   # world sizes: 4d/t must be whole, and the header caps the workers
     t_large = given("t_large", 4, nudge=0)
@@ -192,7 +192,9 @@ if __name__ == "__main__":
     f32, f64 = torch.float32, torch.float64
     for t in (t_small, t_large):
         m32, m64 = diffs[(t, "megatron", f32)], diffs[(t, "megatron", f64)]
-        worst32 = value(f"max32_t{t}", max(m32[k] for k in ("y", "dx", "dA", "dB")))
+        worst32 = value(f"max32_t{t}", max(m32[k] for k in ("y", "dx", "dA", "dB")),
+                        fixed=("zero on this CPU's kernels at t = 2, as the page says it can be: a kernel that splits "
+                               "its sum where the two ranks do gives the same fp32 number") if t == 2 else None)
         worst64 = value(f"max64_t{t}", max(m64[k] for k in ("y", "dx", "dA", "dB")))
         value(f"y32_t{t}", m32["y"])
         value(f"dx32_t{t}", m32["dx"])

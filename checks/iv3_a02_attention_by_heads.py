@@ -276,7 +276,7 @@ if __name__ == "__main__":
     print(f"  KV cache per token {kv_tok:,} B, per rank {kv_rank:,} B; at t = {T16}: {kv16:,} B per rank")
 
     # the Variation: t = 4
-    T4 = value("T4", T // 2)
+    T4 = value("T4", T // 2, fixed="half of the t = 8 the named model runs at: the Variation's group size")
     value("var_ring_factor", 2 * (T4 - 1) / T4, fixed="2(t-1)/t at t = 4: the ring's factor for the Variation's group")
     value("var_ring_ar_mb", 2 * (T4 - 1) / T4 * per_ar / 1e6, unit="MB")
     value("var_kv_rank_bytes", 2 * L * (KV // T4) * (H // A) * bf16, unit="B")

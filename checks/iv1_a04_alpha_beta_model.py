@@ -254,12 +254,14 @@ if __name__ == "__main__":
            "past the first crossing the ratio falls below F again where ceil(log2 N) steps up",
            operands=(ring[dip], F * tree[dip]), relation="smaller")
     value("N_first", first)
-    value("N_dip", dip)
+    STEP_COUNT = ("a step count of the simulated schedules at an N read off the ratio's steps: an integer that "
+                  "small changes of F leave where it is")
+    value("N_dip", dip, fixed=STEP_COUNT)
     value("N_stays", stays)
     value("ring_first", ring[first])
-    value("tree_first", tree[first])
-    value("ring_dip", ring[dip])
-    value("tree_dip", tree[dip])
+    value("tree_first", tree[first], fixed=STEP_COUNT)
+    value("ring_dip", ring[dip], fixed=STEP_COUNT)
+    value("tree_dip", tree[dip], fixed=STEP_COUNT)
     print(f"\nSteps, simulated at {len(sim_N)} values of N ({sim_N[0]} to {sim_N[62]}, then {sim_N[63:]}): "
           "the ring's equal twice (N-1), "
           f"the binomial tree's twice ceil(log2 N), at every one. N = {N_big}: ring {ring[N_big]}, tree {tree[N_big]}.")

@@ -180,7 +180,7 @@ if __name__ == "__main__":
         value(f"vold_{N}", vold, fixed=why)
         ratio = value(f"ratio_{N}", vol3 / vold, fixed="3 passes over the parameters against 2, whatever the model")
         value(f"local3_{N}", outs[0]["zero3"]["local"])
-        value(f"diff3_{N}", diff3)
+        value(f"diff3_{N}", diff3, fixed="one fp32 rounding step of the same update")
         value(f"diff2_{N}", diff2)
         value(f"diffd_{N}", diffd)
         value(f"moved_{N}", moved)

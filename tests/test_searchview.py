@@ -40,11 +40,11 @@ def test_hidden_folds_are_entries_that_say_where_they_are_hidden_and_math_is_tex
     assert got == [
         {"location": "p/", "title": "B07", "text": "<p>Intro.</p>"},
         {"location": "p/#solution", "title": "Solution",
-         "text": "<p>(hidden under “Show the solution”)</p><p>The mean is 31,999 tokens.</p>"},
+         "text": "<p>(hidden under “Show the solution”)</p> <p>The mean is 31,999 tokens.</p>"},
         {"location": "p/#variation", "title": "Variation",
          "text": "<p>Try it with twice the batch.</p> <p>After the fold.</p> Shown<p>Open text.</p>"},
         {"location": "p/#variation", "title": "Variation",
-         "text": "<p>(hidden under “Variation answers”)</p><p>It doubles.</p>"},
+         "text": "<p>(hidden under “Variation answers”)</p> <p>It doubles.</p>"},
     ]
     assert not any("\\" in e["text"] for e in got)
 
@@ -64,3 +64,18 @@ def test_the_prefix_names_the_control_to_open() -> None:
         == "(hidden under “Show the answer”)"
     assert hidden_prefix("<b>Variation</b> answers") == "(hidden under “Variation answers”)"
     assert hidden_prefix("") == "(hidden under “Details”)"
+
+
+def test_a_heading_inside_a_hidden_fold_starts_an_entry_that_says_it_is_hidden_and_excluded_folds_stay_out() -> None:
+    page = ('<h2 id="solution">Solution</h2><details class="nb-reveal"><summary><span class="nb-show">Show the '
+            'solution</span></summary><p>First.</p><h3 id="step-2">Step 2</h3><p>Second.</p></details>'
+            '<h2 id="turn">Your turn</h2><details class="nb-model-answer" data-search-exclude=""><summary>Model '
+            'answer</summary><h3 id="x">X</h3><p>Kept out.</p></details>')
+    got = [(e["title"], e["text"]) for e in entries(page)]
+    assert got[:4] == [
+        ("Page", ""),
+        ("Solution", "<p>(hidden under “Show the solution”)</p> <p>First.</p>"),
+        ("Step 2", "<p>(hidden under “Show the solution”)</p> <p>Second.</p>"),
+        ("Your turn", ""),
+    ]
+    assert not any("Kept out" in text or "hidden under" in text for _, text in got[3:])

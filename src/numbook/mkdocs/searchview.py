@@ -54,24 +54,29 @@ def _math(m: re.Match[str]) -> str:
     return f"{m.group(1)}{_html.escape(plain(_html.unescape(m.group(3))), quote=False)}{m.group(4)}"
 
 
+def _end_of(page: str, start: int) -> int:
+    """Where the ``<details>`` opened just before ``start`` closes (the end of the page if it does not)."""
+    depth = 1
+    for m in _DETAILS.finditer(page, start):
+        depth += -1 if m.group(0) == "</details>" else 1
+        if depth == 0:
+            return m.start()
+    return len(page)
+
+
 def _folds(page: str) -> str:
     """Each closed ``<details>``: its summary replaced by where it is hidden, and a heading of the section it sits
     in when other text of that section comes before it (so that it is an entry of its own, at the section's
-    address)."""
+    address); a heading inside the fold starts an entry that says so too."""
     out: list[str] = []
     at = 0
-    depth = 0
     for m in _DETAILS.finditer(page):
-        if m.group(0) == "</details>":
-            depth = max(depth - 1, 0)
-            continue
-        depth += 1
-        opened = re.search(r"\bopen\b", m.group(0)) is not None
+        if m.start() < at or m.group(0) == "</details>":
+            continue    # inside a fold already read: read with it
         summary = _SUMMARY.match(page, m.end())
-        if opened or summary is None or depth > 1:
-            continue    # an open fold is read as it is shown; a fold in a fold is read with the outer one
-        out.append(page[at:m.end()])
-        at = summary.end()
+        if re.search(r"\bopen\b", m.group(0)) or summary is None or "data-search-exclude" in m.group(0):
+            continue    # an open fold is read as it is shown; a fold the page keeps out of the index stays out
+        end = _end_of(page, summary.end())
         heading = None
         for h in _HEADING.finditer(page, 0, m.start()):
             heading = h
@@ -79,7 +84,11 @@ def _folds(page: str) -> str:
         if heading is not None and _text(page[heading.end():m.start()]):
             level = heading.group(1)
             insert = f'<h{level} id="{heading.group(2)}">{_html.escape(_text(heading.group(3)))}</h{level}>'
-        out.append(f"{insert}<p>{_html.escape(hidden_prefix(summary.group(1)), quote=False)}</p>")
+        prefix = f"<p>{_html.escape(hidden_prefix(summary.group(1)), quote=False)}</p> "
+        body = re.sub(r"(<h[1-6]\b[^>]*\bid=\"[^\"]+\"[^>]*>.*?</h[1-6]>)", lambda h: h.group(1) + prefix,
+                      page[summary.end():end], flags=re.S)
+        out += [page[at:m.end()], insert, prefix, body]
+        at = end
     out.append(page[at:])
     return "".join(out)
 

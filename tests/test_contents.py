@@ -89,3 +89,34 @@ def test_without_a_book_the_block_is_a_fault_not_an_empty_list(caplog: pytest.Lo
     render(BLOCK, None)
     assert faults(caplog) == ["docs/index.md:4: /// contents: no book to list: the numbook plugin fills this block "
                               "when it builds the site"]
+
+
+@pytest.mark.slow  # two real builds of the tiny book
+def test_a_built_home_page_counts_a_problem_added_to_the_book(tiny: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    cfg = tiny / "mkdocs.yml"
+    cfg.write_text(cfg.read_text(encoding="utf-8").replace("  - numbook\n", "  - numbook\n  - numbook.components\n"),
+                   encoding="utf-8")
+    index = tiny / "docs" / "index.md"
+    index.write_text(index.read_text(encoding="utf-8") + "\n## Contents\n" + BLOCK, encoding="utf-8")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", NUMBOOK_DEVICE="cpu: test")
+
+    def home() -> str:
+        proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tiny / "site")],
+                              cwd=tiny, capture_output=True, text=True, env=env, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr
+        return (tiny / "site" / "index.html").read_text(encoding="utf-8")
+
+    assert "1 chapter, 2 problems" in home()
+    assert '<a href="problems/I.1/">I.1 · Tensors</a> <span class="nb-contents__n">(2 problems)</span>' in home()
+    a02 = (tiny / "problems" / "I.1.A02.md").read_text(encoding="utf-8")
+    (tiny / "problems" / "I.1.A03.md").write_text(a02.replace("I.1.A02", "I.1.A03"), encoding="utf-8")
+    assert '<a href="problems/I.1/">I.1 · Tensors</a> <span class="nb-contents__n">(3 problems)</span>' in home()
+
+    index.write_text(index.read_text(encoding="utf-8").replace("/// contents", "/// contnets"), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(tiny / "site")],
+                          cwd=tiny, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert proc.returncode != 0 and "docs/index.md:7: /// contnets: no such block" in proc.stderr, proc.stderr

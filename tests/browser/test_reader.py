@@ -98,6 +98,21 @@ def test_on_a_phone_a_wide_table_scrolls_and_shows_that_it_does(browser: Any, ba
     assert scrolls and "radial-gradient" in shadow      # the shadow at the edge with more to see
 
 
+def test_on_a_phone_the_run_report_is_a_list_of_closed_folds_not_a_table(browser: Any, base_url: str) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    page.goto(base_url + "report/", wait_until="load")
+    height = page.evaluate("document.documentElement.scrollHeight")
+    folds = page.locator("details.nb-check")
+    n, opened = folds.count(), page.locator("details.nb-check[open]").count()
+    first = folds.first
+    first.locator("summary").click()
+    shown = first.locator("li").first.is_visible()
+    context.close()
+    assert n > 50 and opened == 0 and shown
+    assert height < 20_000, height    # 423,172 px when each check was a table row and its inputs a table
+
+
 def test_a_printed_sentence_wraps_and_a_printed_table_row_does_not(tab: Any) -> None:
     page = tab.open("problems/I.4.B04/")
     prose = page.locator("pre.nb-output .nb-prose").first

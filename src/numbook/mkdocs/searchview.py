@@ -12,6 +12,8 @@ view of the page instead of the page itself (and gives the page back afterwards,
   no text of the entry.)
 - notebook code cells (mkdocs-jupyter pages) are left out: their source is Python, not prose, and it is on the
   page for running, not for finding;
+- what the page marks ``data-search-exclude`` (check output, quiz explanations, model answers) is left out
+  whole (the theme's own reading of the mark stops at the first closing tag of the same name inside it);
 - on the run report, the folds and tables (hundreds of rows of check names, times and input values) are left
   out; its summary stays findable.
 
@@ -25,15 +27,13 @@ import re
 
 from numbook.html.plaintext import plain
 
-__all__ = ["search_view", "hidden_prefix", "EXCLUDE"]
-
-EXCLUDE = 'data-search-exclude="1"'   # the theme's search plugin skips an element with this attribute
+__all__ = ["search_view", "hidden_prefix"]
 
 _MATH = re.compile(r'(<(span|div) class="arithmatex">)\s*\\[(\[](.*?)\\[)\]]\s*(</\2>)', re.S)
 _HEADING = re.compile(r'<h([1-6])\b[^>]*\bid="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
 _DETAILS = re.compile(r"<details\b[^>]*>|</details>")
 _SUMMARY = re.compile(r"\s*<summary\b[^>]*>(.*?)</summary>", re.S)
-_CODE_CELL = re.compile(r'<div class="jp-Cell jp-CodeCell\b')
+_CODE_CELL = re.compile(r'<(?P<tag>div) class="jp-Cell jp-CodeCell\b')
 _TAG = re.compile(r"<[^>]+>")
 
 
@@ -74,8 +74,8 @@ def _folds(page: str) -> str:
         if m.start() < at or m.group(0) == "</details>":
             continue    # inside a fold already read: read with it
         summary = _SUMMARY.match(page, m.end())
-        if re.search(r"\bopen\b", m.group(0)) or summary is None or "data-search-exclude" in m.group(0):
-            continue    # an open fold is read as it is shown; a fold the page keeps out of the index stays out
+        if re.search(r"\bopen\b", m.group(0)) or summary is None:
+            continue    # an open fold is read as it is shown
         end = _end_of(page, summary.end())
         heading = None
         for h in _HEADING.finditer(page, 0, m.start()):
@@ -85,7 +85,7 @@ def _folds(page: str) -> str:
             level = heading.group(1)
             insert = f'<h{level} id="{heading.group(2)}">{_html.escape(_text(heading.group(3)))}</h{level}>'
         prefix = f"<p>{_html.escape(hidden_prefix(summary.group(1)), quote=False)}</p> "
-        body = re.sub(r"(<h[1-6]\b[^>]*\bid=\"[^\"]+\"[^>]*>.*?</h[1-6]>)", lambda h: h.group(1) + prefix,
+        body = re.sub(r"(<h[1-6]\b[^>]*\bid=\"[^\"]+\"[^>]*>.*?</h[1-6]>)", r"\1" + prefix.replace("\\", r"\\"),
                       page[summary.end():end], flags=re.S)
         out += [page[at:m.end()], insert, prefix, body]
         at = end
@@ -93,10 +93,39 @@ def _folds(page: str) -> str:
     return "".join(out)
 
 
+def _drop(page: str, start: re.Pattern[str]) -> str:
+    """The page without each element that ``start`` opens (its group ``tag`` names the tag), up to its own
+    closing tag.
+
+    Left out, not marked: the theme's search parser tells elements apart by their tag alone, so its
+    ``data-search-exclude`` on a ``<div>`` ends at the first ``</div>`` inside it (a page's own marks are read
+    here the same way, and their elements left out whole)."""
+    out: list[str] = []
+    at = 0
+    for m in start.finditer(page):
+        if m.start() < at:
+            continue    # inside an element already left out
+        tag = m.group("tag")
+        pair = re.compile(rf"<{tag}\b[^>]*>|</{tag}>")
+        depth = 0
+        end = len(page)
+        for t in pair.finditer(page, m.start()):
+            depth += -1 if t.group(0).startswith("</") else 1
+            if depth == 0:
+                end = t.end()
+                break
+        out.append(page[at:m.start()])
+        at = end
+    out.append(page[at:])
+    return "".join(out)
+
+
+_MARKED = re.compile(r"<(?P<tag>[a-z][a-z0-9-]*)\b[^>]*\sdata-search-exclude\b[^>]*>")
+_REPORT = re.compile(r"<(?P<tag>details|table)\b")
+
+
 def search_view(page: str, *, report: bool = False) -> str:
     """The HTML of a page as the search index should read it (see the module's description)."""
     view = _MATH.sub(_math, page)
-    view = _CODE_CELL.sub(lambda m: m.group(0).replace("<div ", f"<div {EXCLUDE} ", 1), view)
-    if report:
-        return re.sub(r"<(details|table)\b", rf"<\1 {EXCLUDE}", view)
-    return _folds(view)
+    view = _drop(_drop(view, _MARKED), _CODE_CELL)
+    return _drop(view, _REPORT) if report else _folds(view)

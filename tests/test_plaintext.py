@@ -36,6 +36,9 @@ PLAIN = [
     (r"QK^\top", "QKᵀ"),
     (r"\mathrm{MB} = 10^6\ \text{bytes}", "MB = 10⁶ bytes"),
     (r"\{ \\ }", "("),
+    (r"L_b = (10, 7, 4, 2)", "L_b = (10, 7, 4, 2)"),
+    (r"1{,}048{,}576", "1,048,576"),
+    (r"\frac{1}{k}\sum_j \frac{1}{n_j}", "1/k Σ_j 1/n_j"),
 ]
 
 SPOKEN = [
@@ -49,6 +52,8 @@ SPOKEN = [
     (r"\alpha", "alpha"),
     (r"\sqrt{d}", "the square root of d"),
     (r"W_{1}", "W sub 1"),
+    (r"\sum_{i=1}^{n} x_i", "the sum of from i equals 1 to n x sub i"),
+    (r"b \lceil n/b \rceil", "b the ceiling of n over b"),
 ]
 
 

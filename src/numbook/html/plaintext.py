@@ -29,7 +29,8 @@ _DROP_FIRST = {"class", "cssId", "style", "href", "color", "textcolor", "colorbo
 # commands whose argument is shown as it is
 _FONT = {"text", "textrm", "textbf", "textit", "texttt", "textsf", "mathrm", "mathbf", "mathit", "mathsf", "mathtt",
          "mathcal", "mathbb", "mathfrak", "mathscr", "boldsymbol", "bm", "operatorname", "mbox", "hbox", "emph",
-         "underline", "overline", "hat", "bar", "tilde", "vec", "dot", "ddot", "widehat", "widetilde", "mathop",
+         "underline", "overline", "underbrace", "overbrace", "mathbin", "mathrel", "mathord",
+         "hat", "bar", "tilde", "vec", "dot", "ddot", "widehat", "widetilde", "mathop",
          "displaystyle", "textstyle", "scriptstyle", "rm", "bf", "it", "tt", "sf", "unicode"}
 # commands dropped with their one argument (they show nothing the reader reads)
 _SILENT_ARG = {"begin", "end", "label", "tag", "phantom", "hphantom", "vphantom", "hspace", "vspace", "kern",
@@ -75,6 +76,8 @@ _OPS = {
     "notin": _Op("∉", "not in"), "subset": _Op("⊂", "subset of"), "cup": _Op("∪", "union"),
     "cap": _Op("∩", "intersection"), "setminus": _Op("∖", "minus"), "otimes": _Op("⊗", "tensor"),
     "oplus": _Op("⊕", "direct sum"), "circ": _Op("∘", "composed with"), "mid": _Op("|", "given"),
+    "odot": _Op("⊙", "element-wise times"), "iff": _Op("⟺", "if and only if"),
+    "Longrightarrow": _Op("⟹", "implies"), "implies": _Op("⟹", "implies"), "longrightarrow": _Op("→", "to"),
 }
 # operators and relations, written as characters
 _CHAR_OPS = {"+": _Op("+", "plus", True), "-": _Op("-", "minus", True), "=": _Op("=", "equals"),
@@ -93,6 +96,7 @@ _SYMBOLS = {
     "lfloor": ("⌊", "the floor of"), "rfloor": ("⌋", ""), "lceil": ("⌈", "the ceiling of"), "rceil": ("⌉", ""),
     "langle": ("⟨", "("), "rangle": ("⟩", ")"), "lbrace": ("(", "("), "rbrace": (")", ")"),
     "vert": ("|", "|"), "lvert": ("|", "|"), "rvert": ("|", "|"), "Vert": ("‖", "the norm of"),
+    "ast": ("*", "star"), "lVert": ("‖", "the norm of"), "rVert": ("‖", ""),
     "{": ("(", "("), "}": (")", ")"), "%": ("%", "percent"), "$": ("$", "dollars"), "#": ("#", "number"),
     "&": ("&", "and"), "_": ("_", "underscore"), "|": ("‖", "the norm of"),
     "log": ("log", "log"), "ln": ("ln", "log"), "exp": ("exp", "exp"), "max": ("max", "max"),
@@ -101,8 +105,9 @@ _SYMBOLS = {
     "mod": ("mod", "mod"), "bmod": ("mod", "mod"), "pmod": ("mod", "mod"), "det": ("det", "det"),
     "dim": ("dim", "dim"), "sup": ("sup", "sup"), "inf": ("inf", "inf"), "gcd": ("gcd", "gcd"),
 }
-_CHAR_WORDS = {"%": "percent", "!": "factorial", "'": "prime", "′": "prime", "°": "degrees", "/": "over",
-               "|": "|", "…": "and so on"}
+_BIG = {"sum", "prod", "int"}
+_CHAR_WORDS = {"%": " percent ", "!": " factorial ", "'": " prime ", "′": " prime ", "°": " degrees ",
+               "/": " over ", "|": "|", "…": " and so on "}
 _SUPER = dict(zip("0123456789+-−=()niTᵀ", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁻⁼⁽⁾ⁿⁱᵀᵀ", strict=True))
 _SUB = dict(zip("0123456789+-−=()", "₀₁₂₃₄₅₆₇₈₉₊₋₋₌₍₎", strict=True))
 
@@ -165,7 +170,12 @@ class _Reader:
     def _one(self, tok: str) -> list[str | _Op]:
         spoken = self.voice == "spoken"
         if tok == "{":
+            if self.tokens[self.at:self.at + 2] == [",", "}"]:
+                self.at += 2
+                return [","]     # {,}: a thousands separator, no space after it
             return self._group()
+        if tok == ",":
+            return [", "]        # a comma in math is punctuation: a space follows it
         if tok in ("^", "_"):
             return self._script(tok)
         if tok.isspace():
@@ -213,6 +223,18 @@ class _Reader:
             return [f" {_GREEK_WORD[name]} " if spoken else _GREEK[name]]
         if name in _SYMBOLS:
             seen, said = _SYMBOLS[name]
+            if name in _BIG:    # a big operator: its limits with it, a space either side
+                out: list[str | _Op] = [f" {said} " if spoken else f" {seen}"]
+                self._skip_space()
+                while self.at < len(self.tokens) and self.tokens[self.at] in ("^", "_", "\\limits"):
+                    tok = self.tokens[self.at]
+                    self.at += 1
+                    if tok != "\\limits" and spoken:   # its limits: from … to …
+                        out += [" from " if tok == "_" else " to ", *self._arg(), " "]
+                    elif tok != "\\limits":
+                        out += self._script(tok)
+                    self._skip_space()
+                return [*out, " "]
             return [f" {said} " if spoken else seen]
         if len(name) == 1 and not name.isalpha():
             return [name] if name not in "{}\\" else []

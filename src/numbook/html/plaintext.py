@@ -31,9 +31,9 @@ _FONT = {"text", "textrm", "textbf", "textit", "texttt", "textsf", "mathrm", "ma
          "mathcal", "mathbb", "mathfrak", "mathscr", "boldsymbol", "bm", "operatorname", "mbox", "hbox", "emph",
          "underline", "overline", "underbrace", "overbrace", "mathbin", "mathrel", "mathord",
          "hat", "bar", "tilde", "vec", "dot", "ddot", "widehat", "widetilde", "mathop",
-         "displaystyle", "textstyle", "scriptstyle", "rm", "bf", "it", "tt", "sf", "unicode"}
+         "displaystyle", "textstyle", "scriptstyle", "rm", "bf", "it", "tt", "sf"}
 # commands dropped with their one argument (they show nothing the reader reads)
-_SILENT_ARG = {"begin", "end", "label", "tag", "phantom", "hphantom", "vphantom", "hspace", "vspace", "kern",
+_SILENT_ARG = {"begin", "end", "unicode", "label", "tag", "phantom", "hphantom", "vphantom", "hspace", "vspace", "kern",
                "mspace"}
 _SILENT = {"left", "right", "big", "Big", "bigg", "Bigg", "bigl", "bigr", "Bigl", "Bigr", "biggl", "biggr",
            "limits", "nolimits", "middle", "!", "notag", "nonumber", "strut", "displaystyle", "textstyle"}

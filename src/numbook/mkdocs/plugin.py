@@ -41,6 +41,7 @@ from numbook.core.result import Source
 from numbook.core.verify import PageReport
 from numbook.html.extension import check_formatter, check_validator
 from numbook.html.frame import frame_of
+from numbook.html.mathrender import MathError, MathRenderer, NodeMissing, render_page
 from numbook.html.render import to_html
 from numbook.html.session import Session, SessionPage
 from numbook.mkdocs.config import EXTENSION_MISSING, NumbookConfig, memory_option
@@ -76,6 +77,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         # changed, and a dirty rebuild rebuilds those pages and the run report
         self.built: dict[str, PageReport] = {}
         self.built_with: dict[str, CheckResult] = {}
+        # math is drawn at build time, by one MathJax process under Node for the build (and every rebuild)
+        self.math = MathRenderer()
+        self.math_s = 0.0
 
     # -- configuration -----------------------------------------------------------------------
     def on_startup(self, *, command: str, dirty: bool) -> None:
@@ -99,6 +103,8 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         if "numbook" not in config.markdown_extensions:
             raise PluginError(EXTENSION_MISSING)
         cache = self.runner.cache_dir / "html" if self.runner.cache_dir is not None else None
+        self.math.cache_dir = self.runner.cache_dir / "math" if self.runner.cache_dir is not None else None
+        self.math_s = 0.0
         self.session = Session(reporter, html_cache=cache, render_key=self.render_key,
                                run_yourself=self.config.run_yourself)
         config.mdx_configs.setdefault("numbook", {})["session"] = self.session
@@ -226,6 +232,25 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
 
     on_page_context = CombinedEvent(_search_view_in, _search_view_out)
 
+    def on_post_page(self, output: str, *, page: Page, config: MkDocsConfig) -> str | None:
+        """Every equation of the page drawn as SVG (``numbook.html.mathrender``): math that reads without scripts."""
+        started = time.perf_counter()
+        try:
+            out, _ = render_page(output, self.math)
+        except NodeMissing as exc:
+            raise PluginError(str(exc)) from None
+        except MathError as exc:
+            src = Path(page.file.abs_src_path) if page.file.abs_src_path else None
+            path = os.path.relpath(src, self.root) if src is not None else page.file.src_uri
+            self.session.reporter.report([Diagnostic(path, _line_of(src, exc.tex), str(exc))])
+            return output
+        finally:
+            self.math_s += time.perf_counter() - started
+        return out
+
+    def on_shutdown(self) -> None:
+        self.math.close()
+
     def on_serve(self, server: Any, *, config: MkDocsConfig, builder: Any) -> Any:
         server.watch(str(self.config.problems_dir))
         server.watch(str(self.config.checks_dir))
@@ -252,7 +277,7 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         cached = sum(r.source is Source.CACHE for r in unique)
         log.info(f"numbook: {len(unique)} checks ({len(ran)} ran, {cached} from cache) "
                  f"in {self.timings.get('checks_s', 0):.2f} s; {len(self.reports)} pages verified "
-                 f"in {self.timings.get('pages_s', 0):.2f} s")
+                 f"in {self.timings.get('pages_s', 0):.2f} s; math drawn in {self.math_s:.2f} s")
 
 
 def _run_yourself(book: Book, results: BuildResults, runner: Runner, config: MkDocsConfig,
@@ -292,6 +317,16 @@ def _search_stats(site: Path) -> None:
     docs = json.loads(raw).get("docs", [])
     tex = sum("\\" in d.get("text", "") for d in docs)
     log.info(f"numbook: search index {len(raw) / 1e3:.0f} kB, {len(docs)} entries, {tex} with a backslash")
+
+def _line_of(src: Path | None, tex: str) -> int:
+    """The first line of the page's source that holds the start of an equation's TeX (1 when none does)."""
+    if src is None or not src.is_file():
+        return 1
+    probe = tex.strip()[:24]
+    for n, line in enumerate(src.read_text(encoding="utf-8").splitlines(), 1):
+        if probe and probe in line:
+            return n
+    return 1
 
 
 def _progress(done: int, total: int, res: CheckResult, running: list[str]) -> None:

@@ -85,11 +85,14 @@ SITE = Path(os.environ.get("NUMBOOK_SITE_DIR") or Path(__file__).resolve().paren
 
 @pytest.mark.skipif(not (SITE / "index.html").is_file(), reason="no built site/ to read the book's math from")
 def test_every_formula_of_the_built_book_reads_as_text() -> None:
-    found: set[str] = set()
+    """The book's math, as the built site holds it: the TeX of each equation where the browser draws it, and where
+    the build drew it (``numbook.html.mathrender``), the names it gave each equation and each claim in it."""
+    tex: set[str] = set()
+    labels: set[str] = set()
     for page in SITE.rglob("*.html"):
-        html = page.read_text(encoding="utf-8")
-        found |= set(re.findall(r'<(?:span|div) class="arithmatex">\\[(\[](.*?)\\[)\]]</(?:span|div)>', html, re.S))
-    assert found
-    for tex in map(_html.unescape, found):
-        for out in (plain(tex), spoken(tex)):
-            assert not set(out) & set("\\{}"), (tex, out)
+        text = page.read_text(encoding="utf-8")
+        tex |= set(re.findall(r'<(?:span|div) class="arithmatex">\\[(\[](.*?)\\[)\]]</(?:span|div)>', text, re.S))
+        labels |= set(re.findall(r'<(?:svg|g) [^>]*aria-label="([^"]*)"', text))
+    assert tex or labels
+    for out in [*labels, *(f(_html.unescape(t)) for t in tex for f in (plain, spoken))]:
+        assert not set(_html.unescape(out)) & set("\\{}"), out

@@ -174,8 +174,9 @@ class _Reader:
                 self.at += 2
                 return [","]     # {,}: a thousands separator, no space after it
             return self._group()
-        if tok == ",":
-            return [", "]        # a comma in math is punctuation: a space follows it
+        if tok == ",":   # a comma the author spaced is punctuation; one between digits (32,000) a separator
+            spaced = self.at < len(self.tokens) and self.tokens[self.at].isspace()
+            return [", " if spaced else ","]
         if tok in ("^", "_"):
             return self._script(tok)
         if tok.isspace():

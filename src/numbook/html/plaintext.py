@@ -106,6 +106,7 @@ _SYMBOLS = {
     "dim": ("dim", "dim"), "sup": ("sup", "sup"), "inf": ("inf", "inf"), "gcd": ("gcd", "gcd"),
 }
 _BIG = {"sum", "prod", "int"}
+_BARS = {"|", "\\lvert", "\\rvert", "\\vert"}
 _CHAR_WORDS = {"%": " percent ", "!": " factorial ", "'": " prime ", "′": " prime ", "°": " degrees ",
                "/": " over ", "|": "|", "…": " and so on "}
 _SUPER = dict(zip("0123456789+-−=()niTᵀ", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁻⁼⁽⁾ⁿⁱᵀᵀ", strict=True))
@@ -183,6 +184,8 @@ class _Reader:
             return []          # spaces in math are the typesetter's business
         if tok in ("~", "&"):
             return [" "]
+        if spoken and tok in _BARS:
+            return self._bars()
         if tok in _CHAR_OPS:
             return [_CHAR_OPS[tok]]
         if not tok.startswith("\\"):
@@ -240,6 +243,19 @@ class _Reader:
         if len(name) == 1 and not name.isalpha():
             return [name] if name not in "{}\\" else []
         return []   # an unknown command: its name goes; what follows (its argument) is read as it comes
+
+    def _bars(self) -> list[str | _Op]:
+        """Spoken ``|x|``: the absolute value of x (a bar with no partner is said as a bar)."""
+        start = self.at
+        inner: list[str | _Op] = []
+        while (tok := self._next()) is not None:
+            if tok in _BARS:
+                return [" absolute value of ", *inner, " "]
+            if tok == "}":
+                break
+            inner += self._one(tok)
+        self.at = start
+        return [" | "]
 
     def _text_arg(self) -> list[str | _Op]:
         """``\\text{…}``: its spaces are kept (they are text, not math)."""

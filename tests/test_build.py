@@ -66,7 +66,7 @@ def test_clean_book_builds_strict(built: Path) -> None:
 def test_math_is_drawn_at_build_time_and_reads_without_scripts(built: Path) -> None:
     page = (built / "problems/I.1.A01/index.html").read_text(encoding="utf-8")
     assert '<span class="arithmatex"><mjx-container class="MathJax" jax="SVG"><svg ' in page
-    assert 'role="img" aria-label="absolute value of V"' in page   # $|V|$, named in words
+    assert 'role="img" aria-label="the size of V"' in page   # $|V|$, named in words
     assert '<svg id="MJX-SVG-global-cache" style="display: none"' in page and "\\(" not in page
     assert "tex-svg" not in page and "mathjax-config" not in page   # no MathJax in the reader's browser
 

@@ -85,7 +85,7 @@ def test_list_ordinals_follow_python_markdowns_lists() -> None:
 @pytest.mark.parametrize(("name", "unit"), [
     ("fp32_mb", "MB"), ("step_s", "s"), ("req_per_s", "req/s"), ("capacity_req_s", "req/s"),
     ("tok_per_s", "tokens/s"), ("kv_bytes_per_token", "B"), ("achieved_tbs", "TB/s"), ("q_gflops", "GFLOP"),
-    ("elem", None), ("tok_s_ceiling", None),
+    ("elem", None), ("tok_s_ceiling", None), ("s", None),   # s alone: a sequence length as often as a time
 ])
 def test_the_unit_a_value_name_implies(name: str, unit: str | None) -> None:
     from numbook.core.units import name_unit

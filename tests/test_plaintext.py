@@ -51,8 +51,16 @@ SPOKEN = [
     (r"m \le n", "m at most n"),
     (r"\class{nb-claim}{\cssId{nb-m-3}{31{,}999}}", "31,999"),
     (r"\alpha", "alpha"),
-    (r"|V| = 32{,}000", "absolute value of V equals 32,000"),
-    (r"\lvert V_2 \rvert", "absolute value of V sub 2"),
+    (r"|V| = 32{,}000", "the size of V equals 32,000"),          # a capital between bars: a set's size
+    (r"\lvert V_2 \rvert", "the size of V sub 2"),
+    (r"|x - y|", "absolute value of x minus y"),
+    (r"T^* = 5", "T star equals 5"),                                # a starred letter, not a power
+    (r"x^\star", "x star"),
+    (r"\bar{p} = \bar{y}", "p bar equals y bar"),                   # accents are said, not dropped
+    (r"\hat{m}_t", "m hat sub t"),
+    (r"\frac{b-1}{2}", "the fraction with numerator b minus 1 and denominator 2, end fraction"),
+    (r"\sqrt{a+b}", "the square root of a plus b, end root"),
+    (r"\underbrace{m}_{\text{logsumexp}(z)} + 1", "m (which is logsumexp(z)) plus 1"),
     (r"a | b", "a | b"),
     (r"\sqrt{d}", "the square root of d"),
     (r"W_{1}", "W sub 1"),

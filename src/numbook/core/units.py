@@ -2,7 +2,8 @@
 
 A check may give a value its unit (``value("fp32_mb", x, unit="MB")``); without one, a value
 whose name ends in a unit suffix (``_mb``, ``_mib``, ``_gb``, ``_gib``, ``_kb``, ``_kib``,
-``_bytes``, ``_ms``, ``_us``, ``_ns``, ``_s``, ``_gbs``, ``_tbs``) has that unit. A unit written right
+``_bytes``, ``_ms``, ``_us``, ``_ns``, ``_s``, ``_gbs``, ``_tbs``) has that unit (a value named ``s`` alone has none:
+the letter is a sequence length as often as a time). A unit written right
 after a claim (``[[262.1|fp32_mb]] MB``, ``[[3.2|t_ms]] milliseconds``, or in math
 ``[[262.1|fp32_mb]]\\ \\text{MB}``) must be the value's unit: MB against MiB, s against ms, or
 GB against GiB, is an error that gives both readings, and a value with no unit at all followed by
@@ -112,7 +113,7 @@ def name_unit(name: str) -> Unit | None:
         if parts[-2] == "per":
             of = UNITS.get(_NAME_PARTS.get(per, ""))
             return UNITS.get(of.symbol + "/s") if of is not None and of.dimension in ("bytes", "FLOP") else None
-    if parts[-1] in _NAME_PARTS:
+    if parts[-1] in _NAME_PARTS and parts != ["s"]:   # a value named s alone is a sequence length, not seconds
         return UNITS[_NAME_PARTS[parts[-1]]]
     if "per" in parts[1:]:
         numerator = parts[parts.index("per", 1) - 1]

@@ -29,8 +29,8 @@ _DROP_FIRST = {"class", "cssId", "style", "href", "color", "textcolor", "colorbo
 # commands whose argument is shown as it is
 _FONT = {"text", "textrm", "textbf", "textit", "texttt", "textsf", "mathrm", "mathbf", "mathit", "mathsf", "mathtt",
          "mathcal", "mathbb", "mathfrak", "mathscr", "boldsymbol", "bm", "operatorname", "mbox", "hbox", "emph",
-         "underline", "overline", "underbrace", "overbrace", "mathbin", "mathrel", "mathord",
-         "hat", "bar", "tilde", "vec", "dot", "ddot", "widehat", "widetilde", "mathop",
+         "underline", "mathbin", "mathrel", "mathord",
+         "mathop",
          "displaystyle", "textstyle", "scriptstyle", "rm", "bf", "it", "tt", "sf"}
 # commands dropped with their one argument (they show nothing the reader reads)
 _SILENT_ARG = {"begin", "end", "unicode", "label", "tag", "phantom", "hphantom", "vphantom", "hspace", "vspace", "kern",
@@ -106,10 +106,14 @@ _SYMBOLS = {
     "dim": ("dim", "dim"), "sup": ("sup", "sup"), "inf": ("inf", "inf"), "gcd": ("gcd", "gcd"),
 }
 _BIG = {"sum", "prod", "int"}
+# accents: said after their letter ("p bar"), drawn as a combining mark over a single letter
+_ACCENTS = {"bar": ("\u0304", "bar"), "overline": ("\u0305", "bar"), "hat": ("\u0302", "hat"),
+            "widehat": ("\u0302", "hat"), "tilde": ("\u0303", "tilde"), "widetilde": ("\u0303", "tilde"),
+            "vec": ("\u20d7", "vector"), "dot": ("\u0307", "dot"), "ddot": ("\u0308", "double dot")}
 _BARS = {"|", "\\lvert", "\\rvert", "\\vert"}
 _CHAR_WORDS = {"%": " percent ", "!": " factorial ", "'": " prime ", "′": " prime ", "°": " degrees ",
                "/": " over ", "|": "|", "…": " and so on "}
-_SUPER = dict(zip("0123456789+-−=()niTᵀ", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁻⁼⁽⁾ⁿⁱᵀᵀ", strict=True))
+_SUPER = dict(zip("0123456789+-−=()niTᵀ*", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁻⁼⁽⁾ⁿⁱᵀᵀ*", strict=True))
 _SUB = dict(zip("0123456789+-−=()", "₀₁₂₃₄₅₆₇₈₉₊₋₋₌₍₎", strict=True))
 
 
@@ -205,6 +209,21 @@ class _Reader:
         if name in _DROP_FIRST:
             self._arg()
             return self._arg()
+        if name in _ACCENTS:
+            mark, said = _ACCENTS[name]
+            body = self._arg()
+            if spoken:
+                return [*body, f" {said} "]
+            text = _join(body, "plain")
+            return [text + mark] if len(text) == 1 else body
+        if name in ("underbrace", "overbrace"):   # its label, said as what the braced part is
+            body = self._arg()
+            self._skip_space()
+            if self.at < len(self.tokens) and self.tokens[self.at] in ("_", "^"):
+                self.at += 1
+                label = self._arg()
+                return [*body, " (which is ", *label, ") "] if spoken else [*body, " (", *label, ")"]
+            return body
         if name in _FONT:
             return self._text_arg() if name.startswith(("text", "mbox", "hbox", "operatorname")) else self._arg()
         if name in ("frac", "dfrac", "tfrac", "cfrac"):
@@ -219,7 +238,8 @@ class _Reader:
             body = self._arg()
             if spoken:
                 root = ["the ", *index, "-th root of "] if index else ["the square root of "]
-                return [" ", *root, *body, " "]
+                end = [", end root "] if self._compound(body) else [" "]
+                return [" ", *root, *body, *end]
             return [*(self._sup(index) if index else []), "√", *self._paren(body)]
         if name in _OPS:
             return [_OPS[name]]
@@ -245,11 +265,15 @@ class _Reader:
         return []   # an unknown command: its name goes; what follows (its argument) is read as it comes
 
     def _bars(self) -> list[str | _Op]:
-        """Spoken ``|x|``: the absolute value of x (a bar with no partner is said as a bar)."""
+        """Spoken ``|x|``: the absolute value of x, ``|V|`` the size of V (a set's; a bar with no partner is said as
+        a bar)."""
         start = self.at
         inner: list[str | _Op] = []
         while (tok := self._next()) is not None:
             if tok in _BARS:
+                text = _join(inner, "spoken")
+                if re.fullmatch(r"[A-Z]( sub \w+)?", text):   # |V|, |V₂|: the size of a set (a vocabulary)
+                    return [" the size of ", *inner, " "]
                 return [" absolute value of ", *inner, " "]
             if tok == "}":
                 break
@@ -287,8 +311,15 @@ class _Reader:
     def _frac(self) -> list[str | _Op]:
         num, den = self._arg(), self._arg()
         if self.voice == "spoken":
+            if self._compound(num) or self._compound(den):
+                return [" the fraction with numerator ", *num, " and denominator ", *den, ", end fraction "]
             return [" ", *num, " over ", *den, " "]
         return [*self._paren(num), "/", *self._paren(den)]
+
+    @staticmethod
+    def _compound(part: list[str | _Op]) -> bool:
+        """A part with an operator in it (a sum, a product written with a sign), or more than one word."""
+        return any(isinstance(p, _Op) for p in part) or " " in _join(part, "spoken")
 
     def _paren(self, part: list[str | _Op]) -> list[str | _Op]:
         """A part of a fraction or a root, in parentheses when it has an operator or a space in it."""
@@ -308,8 +339,10 @@ class _Reader:
         if self.voice == "spoken":
             text = _join(part, "spoken")
             if tok == "^":
-                if text in ("prime", "transpose"):
+                if text in ("prime", "transpose", "star"):
                     return [f" {text} "]
+                if len(part) == 1 and isinstance(part[0], _Op) and part[0].sym == "*":
+                    return [" star "]   # T^*: T star, not a power
                 return [" to the power ", *part, " "]
             return [" sub ", *part, " "]
         if tok == "^":

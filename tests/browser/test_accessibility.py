@@ -1,0 +1,199 @@
+"""Accessibility in a real browser: axe-core on every page, in both palettes, with the solutions shut and open.
+
+axe-core comes from npm, as the noxfile's tests session installs it (``.nox/npm/node_modules/axe-core``;
+``NUMBOOK_AXE_JS`` names another ``axe.min.js``). Outside CI a missing axe skips; under ``CI=true`` it fails.
+Critical and serious violations fail the test; moderate and minor ones are written to a report under the
+test's tmp dir (or to ``NUMBOOK_AXE_REPORT``) and summarized on stdout (``pytest -s``) for the record.
+
+Also here: the keyboard paths axe cannot see (the skip link, the closed search) and the search index that
+is fetched only when the reader opens search.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+AXE_VERSION = "4.14.1"     # noxfile.py installs this one
+AXE_JS = Path(os.environ.get("NUMBOOK_AXE_JS",
+                             str(ROOT / ".nox" / "npm" / "node_modules" / "axe-core" / "axe.min.js")))
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]
+FAILING = ("critical", "serious")
+# Nodes inside MathJax's output: the math is moving to build-time rendering (another change), so its
+# violations are reported apart. They are not excluded: they fail the test like any other.
+MATH = ("mjx-container", "mjx-")
+
+
+@pytest.fixture(scope="module")
+def axe_js() -> Path:
+    if not AXE_JS.is_file():
+        assert os.environ.get("CI") != "true", "CI must run axe: `nox -s tests` installs axe-core from npm"
+        pytest.skip(f"axe-core is not installed: `npm install --prefix .nox/npm axe-core@{AXE_VERSION}` "
+                    f"(or set NUMBOOK_AXE_JS to an axe.min.js); looked for {AXE_JS}")
+    return AXE_JS
+
+
+def _pages(site_dir: Path) -> list[str]:
+    """Every page of the site, as a path under the root ('' for the home page), and the 404 page."""
+    pages = sorted(str(p.parent.relative_to(site_dir)).replace(".", "", 1) if p.parent == site_dir
+                   else str(p.parent.relative_to(site_dir)) + "/"
+                   for p in site_dir.rglob("index.html"))
+    return [p for p in pages if not p.startswith(("assets/", "search/"))] + ["404.html"]
+
+
+def _settle(page: Any) -> None:
+    """The page's scripts done: the tool's components and MathJax's first typeset."""
+    page.wait_for_function("() => window.numbookComponents !== undefined")
+    page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
+
+
+def _axe(page: Any, axe_js: Path) -> list[dict[str, Any]]:
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.add_script_tag(path=str(axe_js))
+    result: list[dict[str, Any]] = page.evaluate(
+        """tags => axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: ['violations']})
+                 .then(r => r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+                        nodes: v.nodes.map(n => ({target: n.target.join(' '), impact: n.impact,
+                                                  summary: (n.failureSummary || '').slice(0, 300)}))})))""",
+        AXE_TAGS)
+    return result
+
+
+def _is_math(selector: str) -> bool:
+    return any(m in selector for m in MATH)
+
+
+def _audit(browser: Any, base_url: str, site_dir: Path, axe_js: Path, scheme: str) -> list[dict[str, Any]]:
+    """axe on every page of one palette, solutions shut and then open: one row per (page, state, rule)."""
+    rows: list[dict[str, Any]] = []
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        for path in _pages(site_dir):
+            page.goto(base_url + path, wait_until="load")
+            if path != "404.html":
+                _settle(page)
+            for state in ("shut", "open"):
+                if state == "open":
+                    opened = page.evaluate("() => { const d = [...document.querySelectorAll('details:not([open])')];"
+                                           " d.forEach(e => { e.open = true; }); return d.length; }")
+                    if not opened:
+                        continue
+                for v in _axe(page, axe_js):
+                    rows.append({"page": path or "/", "state": state, "scheme": scheme, **v})
+    finally:
+        context.close()
+    assert errors == [], f"script errors while auditing ({scheme}): {errors}"
+    return rows
+
+
+def _report(rows: list[dict[str, Any]], impacts: tuple[str, ...]) -> list[str]:
+    """One line per rule and impact: how many nodes on how many pages, and the first pages and selectors."""
+    by_rule: dict[tuple[str, str, bool], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        for n in r["nodes"]:
+            impact = n["impact"] or r["impact"]
+            if impact in impacts:
+                by_rule[(r["id"], impact, _is_math(n["target"]))].append({**r, "node": n})
+    lines = []
+    for (rule, impact, math), hits in sorted(by_rule.items(), key=lambda kv: (kv[0][2], kv[0][0])):
+        pages = sorted({f"{h['page']} ({h['scheme']}, solutions {h['state']})" for h in hits})
+        sels = list(dict.fromkeys(h["node"]["target"] for h in hits))[:3]
+        lines.append(f"{'[math] ' if math else ''}{rule} ({impact}): {len(hits)} node(s) on {len(pages)} page state(s)"
+                     f" — {hits[0]['help']}\n    pages: {', '.join(pages[:4])}{' …' if len(pages) > 4 else ''}"
+                     f"\n    first nodes: {' | '.join(sels)}\n    {hits[0]['node']['summary']}")
+    return lines
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_axe_finds_nothing_critical_or_serious_on_any_page(browser: Any, base_url: str, site_dir: Path,
+                                                           axe_js: Path, scheme: str, tmp_path: Path) -> None:
+    start = time.monotonic()
+    rows = _audit(browser, base_url, site_dir, axe_js, scheme)
+    took = time.monotonic() - start
+    report = Path(os.environ.get("NUMBOOK_AXE_REPORT", str(tmp_path / "axe.json")))
+    report = report.with_name(f"{report.stem}-{scheme}{report.suffix}")
+    report.write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    rest = _report(rows, ("moderate", "minor"))
+    print(f"\naxe {AXE_VERSION} ({scheme}): {len(_pages(site_dir))} pages in {took:.0f} s; full report {report}")
+    print("moderate and minor:\n  " + "\n  ".join(rest) if rest else "moderate and minor: none")
+    failing = _report(rows, FAILING)
+    assert not failing, (f"axe ({scheme}) found critical or serious violations (full report {report}):\n  "
+                         + "\n  ".join(failing))
+
+
+def _focused(page: Any) -> dict[str, Any]:
+    result: dict[str, Any] = page.evaluate(
+        "() => { const e = document.activeElement;"
+        " return {tag: e.tagName, cls: String(e.className), inArticle: !!e.closest('article'),"
+        " visible: e.getClientRects().length > 0 && getComputedStyle(e).visibility !== 'hidden'"
+        " && Number(getComputedStyle(e).opacity) > 0}; }")
+    return result
+
+
+@pytest.mark.parametrize("path", ["problems/I.4.B07/", "lessons/lesson-2/"])
+def test_the_skip_link_lands_in_the_content_every_time(tab: Any, path: str) -> None:
+    landed = []
+    for _ in range(12):
+        page = tab.open(path)
+        page.keyboard.press("Tab")
+        first = _focused(page)
+        assert "md-skip" in first["cls"], f"the first Tab stop is the skip link, not {first}"
+        page.keyboard.press("Enter")
+        page.keyboard.press("Tab")
+        landed.append(_focused(page)["inArticle"])
+    assert landed.count(True) == 12, f"Tab after the skip link landed in the article {landed.count(True)} of 12 times"
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_every_tab_stop_is_visible_and_closed_search_is_not_one(browser: Any, base_url: str, width: int) -> None:
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    page = context.new_page()
+    page.goto(base_url + "problems/I.4.B07/", wait_until="load")
+    page.wait_for_function("() => window.numbookComponents !== undefined")
+    stops = []
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        stops.append(_focused(page) | {"search": page.evaluate(
+            "() => !!document.activeElement.closest('.md-search')")})
+    searchable = page.evaluate("() => getComputedStyle(document.querySelector('.md-search__input')).visibility")
+    context.close()
+    hidden = [s for s in stops if not s["visible"]]
+    assert hidden == [], f"Tab stops that cannot be seen at {width} px: {hidden}"
+    in_search = [s for s in stops if s["search"]]
+    # at 1280 the search input sits in the header and is a Tab stop; its closed results are not
+    assert all(s["cls"] == "md-search__input" for s in in_search), f"closed search's Tab stops: {in_search}"
+    assert (len(in_search) == 1) == (width == 1280 and searchable == "visible"), in_search
+
+
+def test_the_search_index_loads_only_when_the_reader_opens_search(tab: Any) -> None:
+    requests: list[str] = []
+    tab.page.on("request", lambda r: requests.append(r.url))
+    page = tab.open("problems/I.4.B07/")
+    page.wait_for_timeout(500)
+    assert not [u for u in requests if "search_index" in u], "a page load fetched the search index"
+    page.keyboard.press("/")                           # the search shortcut
+    page.wait_for_function("() => document.activeElement.classList.contains('md-search__input')")
+    page.keyboard.type("cross entropy")
+    page.locator(".md-search-result__item").first.wait_for(state="visible", timeout=15000)
+    assert len([u for u in requests if u.endswith("search/search_index.json")]) == 1
+    # a second page (instant navigation) does not fetch it again, and a click on the search button works too
+    requests.clear()
+    page2 = tab.open("lessons/lesson-2/")
+    page2.wait_for_timeout(300)
+    assert not [u for u in requests if "search_index" in u]
+    page2.locator(".md-search__input").click()                # focus of the input, by the mouse
+    page2.wait_for_function("() => window.numbookSearchIndex && window.numbookSearchIndex.requested")
+    page2.wait_for_timeout(300)
+    assert [u for u in requests if u.endswith("search/search_index.json")]

@@ -15,6 +15,7 @@ import json
 import os
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,10 +45,27 @@ def axe_js() -> Path:
 
 def _pages(site_dir: Path) -> list[str]:
     """Every page of the site, as a path under the root ('' for the home page), and the 404 page."""
-    pages = sorted(str(p.parent.relative_to(site_dir)).replace(".", "", 1) if p.parent == site_dir
-                   else str(p.parent.relative_to(site_dir)) + "/"
+    pages = sorted("" if p.parent == site_dir else f"{p.parent.relative_to(site_dir).as_posix()}/"
                    for p in site_dir.rglob("index.html"))
     return [p for p in pages if not p.startswith(("assets/", "search/"))] + ["404.html"]
+
+
+def _site_pages() -> list[str]:
+    """The pages to audit, known at collection: those of NUMBOOK_SITE_DIR, else the Markdown sources' pages."""
+    prebuilt = os.environ.get("NUMBOOK_SITE_DIR")
+    if prebuilt and Path(prebuilt, "index.html").is_file():
+        return _pages(Path(prebuilt))
+    pages = {"", "404.html", "report/"}     # the plugin's run report (numbook's `report` option, report.md)
+    for md in [*ROOT.joinpath("docs").rglob("*.md"), *ROOT.joinpath("problems").glob("*.md"),
+               *ROOT.joinpath("docs").rglob("*.ipynb")]:
+        rel = md.relative_to(ROOT / ("problems" if md.parent.name == "problems" else "docs")).with_suffix("")
+        if ".ipynb_checkpoints" in rel.parts:
+            continue
+        prefix = "problems/" if md.parent.name == "problems" else ""
+        path = prefix + ("" if rel.name == "index" else rel.name + "/")
+        pages.add((prefix + rel.parent.as_posix() + "/" + path.removeprefix(prefix)).lstrip("./")
+                  if rel.parent.as_posix() != "." else path)
+    return sorted(pages)
 
 
 def _settle(page: Any) -> None:
@@ -56,15 +74,16 @@ def _settle(page: Any) -> None:
     page.evaluate("() => window.MathJax && MathJax.startup && MathJax.startup.promise")
 
 
-def _axe(page: Any, axe_js: Path) -> list[dict[str, Any]]:
+def _axe(page: Any, axe_js: Path, context: Any = None) -> list[dict[str, Any]]:
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
         page.add_script_tag(path=str(axe_js))
     result: list[dict[str, Any]] = page.evaluate(
-        """tags => axe.run(document, {runOnly: {type: 'tag', values: tags}, resultTypes: ['violations']})
+        """([tags, context]) => axe.run(context || document,
+                 {runOnly: {type: 'tag', values: tags}, resultTypes: ['violations']})
                  .then(r => r.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
                         nodes: v.nodes.map(n => ({target: n.target.join(' '), impact: n.impact,
                                                   summary: (n.failureSummary || '').slice(0, 300)}))})))""",
-        AXE_TAGS)
+        [AXE_TAGS, context])
     return result
 
 
@@ -72,34 +91,8 @@ def _is_math(selector: str) -> bool:
     return any(m in selector for m in MATH)
 
 
-def _audit(browser: Any, base_url: str, site_dir: Path, axe_js: Path, scheme: str) -> list[dict[str, Any]]:
-    """axe on every page of one palette, solutions shut and then open: one row per (page, state, rule)."""
-    rows: list[dict[str, Any]] = []
-    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    try:
-        for path in _pages(site_dir):
-            page.goto(base_url + path, wait_until="load")
-            if path != "404.html":
-                _settle(page)
-            for state in ("shut", "open"):
-                if state == "open":
-                    opened = page.evaluate("() => { const d = [...document.querySelectorAll('details:not([open])')];"
-                                           " d.forEach(e => { e.open = true; }); return d.length; }")
-                    if not opened:
-                        continue
-                for v in _axe(page, axe_js):
-                    rows.append({"page": path or "/", "state": state, "scheme": scheme, **v})
-    finally:
-        context.close()
-    assert errors == [], f"script errors while auditing ({scheme}): {errors}"
-    return rows
-
-
 def _report(rows: list[dict[str, Any]], impacts: tuple[str, ...]) -> list[str]:
-    """One line per rule and impact: how many nodes on how many pages, and the first pages and selectors."""
+    """One entry per rule and impact: how many nodes on how many page states, the first pages and selectors."""
     by_rule: dict[tuple[str, str, bool], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         for n in r["nodes"]:
@@ -108,29 +101,78 @@ def _report(rows: list[dict[str, Any]], impacts: tuple[str, ...]) -> list[str]:
                 by_rule[(r["id"], impact, _is_math(n["target"]))].append({**r, "node": n})
     lines = []
     for (rule, impact, math), hits in sorted(by_rule.items(), key=lambda kv: (kv[0][2], kv[0][0])):
-        pages = sorted({f"{h['page']} ({h['scheme']}, solutions {h['state']})" for h in hits})
+        pages = sorted({f"{h['page'] or '/'} ({h['scheme']}, solutions {h['state']})" for h in hits})
         sels = list(dict.fromkeys(h["node"]["target"] for h in hits))[:3]
-        lines.append(f"{'[math] ' if math else ''}{rule} ({impact}): {len(hits)} node(s) on {len(pages)} page state(s)"
-                     f" — {hits[0]['help']}\n    pages: {', '.join(pages[:4])}{' …' if len(pages) > 4 else ''}"
-                     f"\n    first nodes: {' | '.join(sels)}\n    {hits[0]['node']['summary']}")
+        lines.append(f"{'[math, MathJax: being replaced] ' if math else ''}{rule} ({impact}): {len(hits)} node(s)"
+                     f" on {len(pages)} page state(s): {hits[0]['help']}\n    pages: {', '.join(pages[:4])}"
+                     f"{' ...' if len(pages) > 4 else ''}\n    first nodes: {' | '.join(sels)}"
+                     f"\n    {hits[0]['node']['summary']}")
     return lines
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_axe_finds_nothing_critical_or_serious_on_any_page(browser: Any, base_url: str, site_dir: Path,
-                                                           axe_js: Path, scheme: str, tmp_path: Path) -> None:
-    start = time.monotonic()
-    rows = _audit(browser, base_url, site_dir, axe_js, scheme)
-    took = time.monotonic() - start
-    report = Path(os.environ.get("NUMBOOK_AXE_REPORT", str(tmp_path / "axe.json")))
-    report = report.with_name(f"{report.stem}-{scheme}{report.suffix}")
-    report.write_text(json.dumps(rows, indent=1), encoding="utf-8")
-    rest = _report(rows, ("moderate", "minor"))
-    print(f"\naxe {AXE_VERSION} ({scheme}): {len(_pages(site_dir))} pages in {took:.0f} s; full report {report}")
-    print("moderate and minor:\n  " + "\n  ".join(rest) if rest else "moderate and minor: none")
-    failing = _report(rows, FAILING)
-    assert not failing, (f"axe ({scheme}) found critical or serious violations (full report {report}):\n  "
+class Auditor:
+    """One browser context and one page per palette, reused for every page of the site; rows kept for the summary."""
+
+    def __init__(self, browser: Any, base_url: str, axe_js: Path, scheme: str, report: Path) -> None:
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+        self.page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+        self.base_url, self.axe_js, self.scheme, self.report = base_url, axe_js, scheme, report
+        self.rows: list[dict[str, Any]] = []
+        self.pages = 0
+        self.start = time.monotonic()
+
+    def audit(self, path: str) -> list[dict[str, Any]]:
+        """axe on one page with its solutions shut, then on what opening every <details> reveals."""
+        page = self.page
+        page.goto(self.base_url + path, wait_until="load")
+        if path != "404.html":
+            _settle(page)
+        rows = [{"page": path, "state": "shut", "scheme": self.scheme, **v} for v in _axe(page, self.axe_js)]
+        opened = page.evaluate("() => { const d = [...document.querySelectorAll('details:not([open])')];"
+                               " d.forEach(e => { e.open = true; }); return d.length; }")
+        if opened:
+            # the page's own handlers of the toggle events run first, as they would for a reader's click
+            page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+            rows += [{"page": path, "state": "open", "scheme": self.scheme, **v}
+                     for v in _axe(page, self.axe_js, {"include": [["details"]]})]
+        self.rows += rows
+        self.pages += 1
+        return rows
+
+    def close(self) -> None:
+        self.context.close()
+        self.report.write_text(json.dumps(self.rows, indent=1), encoding="utf-8")
+        rest = _report(self.rows, ("moderate", "minor"))
+        print(f"\naxe {AXE_VERSION} ({self.scheme}): {self.pages} pages in {time.monotonic() - self.start:.0f} s;"
+              f" every violation in {self.report}")
+        print("moderate and minor:\n  " + "\n  ".join(rest) if rest else "moderate and minor: none")
+
+
+@pytest.fixture(scope="module", params=["light", "dark"])
+def auditor(request: pytest.FixtureRequest, browser: Any, base_url: str, axe_js: Path,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Auditor]:
+    folder = Path(os.environ.get("NUMBOOK_AXE_REPORT", "") or tmp_path_factory.mktemp("axe"))
+    folder.mkdir(parents=True, exist_ok=True)
+    a = Auditor(browser, base_url, axe_js, request.param, folder / f"axe-{request.param}-{os.getpid()}.json")
+    yield a
+    a.close()
+    assert a.errors == [], f"script errors while auditing ({request.param}): {a.errors}"
+
+
+@pytest.mark.parametrize("path", _site_pages())
+def test_axe_finds_nothing_critical_or_serious(auditor: Auditor, site_dir: Path, path: str) -> None:
+    if path != "404.html" and not (site_dir / path / "index.html").is_file():
+        pytest.fail(f"{path}: no such page in the built site {site_dir}")
+    failing = _report(auditor.audit(path), FAILING)
+    assert not failing, (f"axe ({auditor.scheme}) on {path or '/'}: critical or serious violations:\n  "
                          + "\n  ".join(failing))
+
+
+def test_the_audit_covers_every_page_of_the_site(site_dir: Path) -> None:
+    """The pages parametrized at collection (from the sources when no built site is named) are the site's."""
+    assert set(_site_pages()) == set(_pages(site_dir)), set(_site_pages()) ^ set(_pages(site_dir))
 
 
 def _focused(page: Any) -> dict[str, Any]:

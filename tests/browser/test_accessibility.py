@@ -237,3 +237,17 @@ def test_the_search_index_loads_only_when_the_reader_opens_search(tab: Any) -> N
     page2.wait_for_function("() => window.numbookSearchIndex && window.numbookSearchIndex.requested")
     page2.wait_for_timeout(300)
     assert [u for u in requests if u.endswith("search/search_index.json")]
+
+
+def test_a_notebook_cell_that_scrolls_takes_focus_and_shows_it(tab: Any) -> None:
+    page = tab.page
+    page.goto(tab.base_url + "lessons/notebooks/lesson-5/", wait_until="load")
+    page.wait_for_function("() => document.querySelector('.nb-scroller') !== null")
+    scroller = page.locator(".nb-scroller").first
+    assert scroller.evaluate("e => e.scrollWidth > e.clientWidth && e.tabIndex === 0")
+    scroller.focus()
+    page.keyboard.press("Shift+Tab")
+    page.keyboard.press("Tab")             # reached by the keyboard, so :focus-visible applies
+    ring = scroller.evaluate("e => [document.activeElement === e, getComputedStyle(e).outlineStyle,"
+                             " parseFloat(getComputedStyle(e).outlineWidth)]")
+    assert ring[0] and ring[1] == "solid" and ring[2] >= 2

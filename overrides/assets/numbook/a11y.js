@@ -9,7 +9,8 @@
       the article (Material's instant navigation scrolls to the target but leaves the focus behind).
    3. A region of the content that scrolls and holds nothing focusable takes focus (tabindex=0, with a
       visible ring: numbook.css), so a keyboard reader can scroll it; checked again when the page changes
-      (instant navigation), when a <details> opens, and when the window resizes. */
+      (instant navigation), when a <details> opens, and when the window resizes.
+   4. Each code block's toolbar (a <nav> holding its copy button) has a name of its own. */
 (function () {
   "use strict";
 
@@ -84,11 +85,22 @@
       el.classList.add("nb-scroller");
     });
   }
-  function watch() {
+  /* 4. the copy button's <nav> of each code block (made by Material's bundle) is a landmark: each gets its
+        own name, so that the landmarks of a page with several code blocks are told apart */
+  function codeNavs() {
+    document.querySelectorAll("nav.md-code__nav").forEach(function (nav, i) {
+      if (!nav.hasAttribute("aria-label")) nav.setAttribute("aria-label", "Code block " + (i + 1));
+    });
+  }
+  function pageChanged() {
     scrollers();
+    codeNavs();
+  }
+  function watch() {
+    pageChanged();
     if (window.document$ && typeof window.document$.subscribe === "function") {
       window.document$.subscribe(function () {
-        requestAnimationFrame(scrollers);
+        requestAnimationFrame(pageChanged);
         var mj = window.MathJax;     /* display math is laid out once MathJax has typeset it */
         if (mj && mj.startup && mj.startup.promise) mj.startup.promise.then(scrollers);
       });

@@ -63,6 +63,22 @@ def test_clean_book_builds_strict(built: Path) -> None:
     assert 'href="../I.1.A02/">I.1.A02 · Two tables</a>' in page                           # Used by
 
 
+def test_math_is_drawn_at_build_time_and_reads_without_scripts(built: Path) -> None:
+    page = (built / "problems/I.1.A01/index.html").read_text(encoding="utf-8")
+    assert '<span class="arithmatex"><mjx-container class="MathJax" jax="SVG"><svg ' in page
+    assert 'role="img" aria-label="absolute value of V"' in page   # $|V|$, named in words
+    assert '<svg id="MJX-SVG-global-cache" style="display: none"' in page and "\\(" not in page
+    assert "tex-svg" not in page and "mathjax-config" not in page   # no MathJax in the reader's browser
+
+
+def test_math_mathjax_cannot_read_fails_the_build_with_path_and_line(tmp_path: Path) -> None:
+    root = copy_tiny(tmp_path)
+    edit(root, A01, "tokens to a vector of $d$ numbers", "tokens to a vector of $\\frac{d$ numbers")
+    proc = build(root)
+    assert proc.returncode != 0
+    assert (f"{A01}:10: math that MathJax cannot read (Missing close brace): '\\\\frac{{d'") in warnings(proc)
+
+
 def test_draws_on_links_to_the_earlier_problem(built: Path) -> None:
     page = (built / "problems/I.1.A02/index.html").read_text(encoding="utf-8")
     assert 'href="../I.1.A01/">I.1.A01 · The memory of an embedding table</a>' in page

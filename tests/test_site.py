@@ -94,3 +94,39 @@ def test_the_books_perturbation_record_is_clean_and_covers_every_check_as_it_is_
     assert sorted(record.checked) == on_cpu
     assert stale(record, lambda reads: changed_reads(reads, runner.root, runner.file_hash)) == {}
     assert record.clean, record.status()
+
+
+@pytest.mark.slow
+def test_the_search_index_holds_what_a_reader_reads(site: Path) -> None:
+    import json
+
+    docs = json.loads((site / "search" / "search_index.json").read_text(encoding="utf-8"))["docs"]
+    texts = {d["location"]: "" for d in docs}
+    for d in docs:
+        texts[d["location"]] += d["text"]
+    # math is its rendered text: no tool markup, and TeX only where the author guide shows it as code
+    assert not any("\\class" in d["text"] or "\\cssId" in d["text"] for d in docs)
+    assert {d["location"].split("#")[0] for d in docs if "\\" in d["text"]} <= {"author-guide/"}
+    # the run report's folds and tables are out, its summary in
+    report = [d for d in docs if d["location"].startswith("report/")]
+    assert report and sum(len(d["text"]) for d in report) < 3000 and "claims verified" in report[0]["text"]
+    # notebook code cells are out, their prose in
+    notebook = " ".join(t for loc, t in texts.items() if loc.startswith("lessons/notebooks/lesson-1/"))
+    assert "import torch" not in notebook and notebook.strip()
+    # a problem's hidden solution is findable, and its entry says where it is hidden
+    solution = [d for d in docs if d["location"] == "problems/I.4.B07/#solution"]
+    assert solution and solution[0]["text"].startswith("<p>(hidden under “Show the solution”)</p>")
+    assert any(d["location"] == "problems/I.4.B07/#answer" and "65,536,000" in d["text"] for d in docs)
+
+
+@pytest.mark.slow
+def test_the_home_page_lists_every_chapter_with_its_problem_count(site: Path) -> None:
+    home = (site / "index.html").read_text(encoding="utf-8")
+    chapters = sorted(p.stem for p in (ROOT / "problems").glob("*.md") if p.stem.count(".") == 1)
+    assert chapters
+    for cid in chapters:
+        n = len(list((ROOT / "problems").glob(f"{cid}.*.md")))
+        assert re.search(rf'<a href="problems/{re.escape(cid)}/">{re.escape(cid)} · [^<]+</a> '
+                         rf'<span class="nb-contents__n">\({n} problems?\)</span>', home), cid
+    parts = sorted({c.split(".")[0] for c in chapters})
+    assert len(re.findall(r'<section class="nb-contents__part">', home)) == len(parts)

@@ -6,7 +6,7 @@ of what does not fit.
 
 For each page and each of the four views it writes ``<out>/<page>--<width>-<scheme>.png`` (the
 top of the page, one viewport high, and a full-page image scaled to the width) and prints
-one line per element of the article that reaches past the right edge of the column without a
+one line per element of the article (every fold opened) that reaches past the right edge of the column without a
 scroll container of its own (clipped content), and per scroll container whose content is wider
 than it is and that does not show it (the scroll shadows of ``numbook.css``). Exit
 status 1 if any page has either. Needs Playwright and Debian's chromium (``/usr/bin/chromium``).
@@ -85,6 +85,9 @@ def main(argv: list[str]) -> int:
                 stem = (uri.strip("/").replace("/", "_") or "home") + f"--{width}-{scheme}"
                 page.screenshot(path=str(out / f"{stem}.png"))
                 page.screenshot(path=str(out / f"{stem}-full.png"), full_page=True, scale="css")
+                # what fits is judged with every fold open: a solution's equations and tables count too
+                page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
+                page.wait_for_timeout(50)
                 found = page.evaluate(PROBE)
                 for kind in ("clipped", "hidden"):
                     for what in found[kind]:

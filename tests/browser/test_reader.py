@@ -63,6 +63,28 @@ def test_check_output_that_is_wider_than_the_column_scrolls_and_shows_it(tab: An
     assert style[0] == "auto" and "gradient" in style[1]
 
 
+def test_on_a_phone_a_wide_equation_fades_out_where_more_of_it_is_beyond_the_edge(browser: Any, base_url: str) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    page.goto(base_url + "problems/I.4.B07/", wait_until="load")
+    page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
+    fades = """el => [getComputedStyle(el).maskImage, getComputedStyle(el).getPropertyValue('--nb-fade-start'),
+                     getComputedStyle(el).getPropertyValue('--nb-fade-end'), el.scrollWidth > el.clientWidth]"""
+    found = page.evaluate("""() => [...document.querySelectorAll('div.arithmatex')]
+        .filter(el => el.scrollWidth > el.clientWidth + 20).length""")
+    assert found >= 1, "I.4.B07 has display math wider than a phone"
+    wide = page.locator("div.arithmatex").nth(page.evaluate("""() => [...document.querySelectorAll('div.arithmatex')]
+        .findIndex(el => el.scrollWidth > el.clientWidth + 20)"""))
+    mask, start, end, scrolls = wide.evaluate(fades)
+    assert scrolls and "linear-gradient" in mask
+    assert start == "0px" and end != "0px"          # at the start: the end fades, the start does not
+    wide.evaluate("el => { el.scrollLeft = el.scrollWidth; }")
+    page.wait_for_timeout(100)
+    _, start, end, _ = wide.evaluate(fades)
+    assert start != "0px" and end == "0px"          # scrolled to the end: the other way round
+    context.close()
+
+
 def test_search_leaves_out_check_output_and_hidden_explanations(tab: Any, site_dir: Any) -> None:
     index = json.loads((site_dir / "search" / "search_index.json").read_text(encoding="utf-8"))
     page = " ".join(doc.get("text", "") for doc in index["docs"] if doc["location"].startswith("problems/I.4.B07"))
@@ -96,6 +118,21 @@ def test_on_a_phone_a_wide_table_scrolls_and_shows_that_it_does(browser: Any, ba
     scrolls, shadow = wrap.evaluate("e => [e.scrollWidth > e.clientWidth, getComputedStyle(e).backgroundImage]")
     context.close()
     assert scrolls and "radial-gradient" in shadow      # the shadow at the edge with more to see
+
+
+def test_on_a_phone_the_run_report_is_a_list_of_closed_folds_not_a_table(browser: Any, base_url: str) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    page.goto(base_url + "report/", wait_until="load")
+    height = page.evaluate("document.documentElement.scrollHeight")
+    folds = page.locator("details.nb-check")
+    n, opened = folds.count(), page.locator("details.nb-check[open]").count()
+    first = folds.first
+    first.locator("summary").click()
+    shown = first.locator("li").first.is_visible()
+    context.close()
+    assert n > 50 and opened == 0 and shown
+    assert height < 20_000, height    # 423,172 px when each check was a table row and its inputs a table
 
 
 def test_a_printed_sentence_wraps_and_a_printed_table_row_does_not(tab: Any) -> None:

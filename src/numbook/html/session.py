@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from numbook.core.book import Book
 from numbook.core.diagnostics import Reporter
 from numbook.core.verify import PageContext, PageReport, Results
 from numbook.html.frame import Frame
@@ -32,6 +33,7 @@ class SessionPage:
     report: PageReport | None = None      # the book's pass verified it; None: the extension verifies the text
     frame: Frame | None = None            # what the build puts around it (numbook.html.frame)
     verify: bool = True                   # False where its front matter failed: that is its one fault
+    uri: str = ""                         # its site path (docs/index.md is index.md): where its links start
 
 
 @dataclass
@@ -44,6 +46,7 @@ class Session:
     render_key: str = ""
     run_yourself: bool = False              # problem pages offer their check as a script and a notebook
     page: SessionPage | None = None         # set by the plugin while MkDocs converts a page
+    book: Book | None = None                # the book being built (its contents: numbook.html.components.contents)
     default: PageContext | None = None      # outside MkDocs: the one page being converted
 
     def current(self) -> SessionPage | None:

@@ -13,8 +13,10 @@ checks have new results. Every content fault is a warning under ``mkdocs.plugins
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
+import re
 import time
 import xml.etree.ElementTree as etree
 from pathlib import Path
@@ -23,7 +25,7 @@ from typing import Any
 import jinja2
 from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
-from mkdocs.plugins import BasePlugin
+from mkdocs.plugins import BasePlugin, CombinedEvent, event_priority
 from mkdocs.structure.files import File, Files, InclusionLevel
 from mkdocs.structure.nav import Navigation
 from mkdocs.structure.pages import Page
@@ -39,11 +41,13 @@ from numbook.core.result import Source
 from numbook.core.verify import PageReport
 from numbook.html.extension import check_formatter, check_validator
 from numbook.html.frame import frame_of
+from numbook.html.mathrender import MathError, MathRenderer, NodeMissing, render_page
 from numbook.html.render import to_html
 from numbook.html.session import Session, SessionPage
 from numbook.mkdocs.config import EXTENSION_MISSING, NumbookConfig, memory_option
 from numbook.mkdocs.nav import add_problems
 from numbook.mkdocs.runreport import report_markdown
+from numbook.mkdocs.searchview import search_view
 from numbook.mkdocs.serve import TEMPLATES, poll_faster
 from numbook.run.frozen import changed_reads
 from numbook.run.perturb import load_report, report_path, stale
@@ -64,6 +68,7 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         self.results: BuildResults   # the build's results, by the name a page gives a check (on_config)
         self.reports: dict[str, PageReport] = {}   # site path -> the page's report from the book's pass
         self.timings: dict[str, float] = {}
+        self._shown: str | None = None   # a page's HTML while the search plugin reads its search view
         self.serving = False
         self.dirty = False
         self.session = Session()
@@ -72,6 +77,9 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         # changed, and a dirty rebuild rebuilds those pages and the run report
         self.built: dict[str, PageReport] = {}
         self.built_with: dict[str, CheckResult] = {}
+        # math is drawn at build time, by one MathJax process under Node for the build (and every rebuild)
+        self.math = MathRenderer()
+        self.math_s = 0.0
 
     # -- configuration -----------------------------------------------------------------------
     def on_startup(self, *, command: str, dirty: bool) -> None:
@@ -95,11 +103,15 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         if "numbook" not in config.markdown_extensions:
             raise PluginError(EXTENSION_MISSING)
         cache = self.runner.cache_dir / "html" if self.runner.cache_dir is not None else None
+        self.math.cache_dir = self.runner.cache_dir / "math" if self.runner.cache_dir is not None else None
+        self.math_s = 0.0
         self.session = Session(reporter, html_cache=cache, render_key=self.render_key,
                                run_yourself=self.config.run_yourself)
         config.mdx_configs.setdefault("numbook", {})["session"] = self.session
         if "pymdownx.superfences" not in config.markdown_extensions:
             config.markdown_extensions.append("pymdownx.superfences")
+        if "pymdownx.details" not in config.markdown_extensions:
+            config.markdown_extensions.append("pymdownx.details")   # the run report folds each check
         fences = config.mdx_configs.setdefault("pymdownx.superfences", {}).setdefault("custom_fences", [])
         if not any(f.get("name") == "check" for f in fences):
             fences.append({"name": "check", "class": "check", "validator": check_validator,
@@ -127,6 +139,7 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
         # it was last built with keeps its report
         self.reports = verify_book(self.book, self.results, self.built)
         self.session.results = self.results
+        self.session.book = self.book
         self.session.reporter.report([d for rep in self.reports.values() for d in rep.diagnostics])
         self.timings["pages_s"] = time.perf_counter() - started - self.timings["checks_s"]
         if self.config.report and files.get_file_from_path(self.config.report) is None:
@@ -184,7 +197,7 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             return markdown
         # the page MkDocs converts next, as the Markdown extension reads it: its context, its report, its frame
         self.session.page = SessionPage(page_context(entry, self.root), self.reports.get(uri),
-                                        frame_of(self.book, entry, markdown), verify=not entry.failed)
+                                        frame_of(self.book, entry, markdown), verify=not entry.failed, uri=uri)
         if entry.failed:
             return markdown  # a page whose front matter failed: that one fault, not one per claim below it
         if getattr(entry.meta, "lesson", None) and "/// lesson-nav" in markdown:
@@ -201,6 +214,42 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             return html
         faults = self.session.reporter.for_path(entry.path)
         return (to_html(_fault_banner(faults)) + html) if faults else html
+
+    @event_priority(100)   # before the search plugin indexes the page ...
+    def _search_view_in(self, context: Any, *, page: Page, config: MkDocsConfig, nav: Navigation) -> Any:
+        self._shown = page.content
+        if page.content is not None:
+            page.content = search_view(page.content, report=page.file.src_uri == self.config.report
+                                       and page.file.generated_by == "numbook")
+        return context
+
+    @event_priority(-100)  # ... and the page itself back, after it (numbook.mkdocs.searchview)
+    def _search_view_out(self, context: Any, *, page: Page, config: MkDocsConfig, nav: Navigation) -> Any:
+        shown, self._shown = self._shown, None
+        if shown is not None:
+            page.content = re.sub(r'\s?data-search-\w+="[^"]+"', "", shown)   # as the search plugin leaves a page
+        return context
+
+    on_page_context = CombinedEvent(_search_view_in, _search_view_out)
+
+    def on_post_page(self, output: str, *, page: Page, config: MkDocsConfig) -> str | None:
+        """Every equation of the page drawn as SVG (``numbook.html.mathrender``): math that reads without scripts."""
+        started = time.perf_counter()
+        try:
+            out, _ = render_page(output, self.math)
+        except NodeMissing as exc:
+            raise PluginError(str(exc)) from None
+        except MathError as exc:
+            src = Path(page.file.abs_src_path) if page.file.abs_src_path else None
+            path = os.path.relpath(src, self.root) if src is not None else page.file.src_uri
+            self.session.reporter.report([Diagnostic(path, _line_of(src, exc.tex), str(exc))])
+            return output
+        finally:
+            self.math_s += time.perf_counter() - started
+        return out
+
+    def on_shutdown(self) -> None:
+        self.math.close()
 
     def on_serve(self, server: Any, *, config: MkDocsConfig, builder: Any) -> Any:
         server.watch(str(self.config.problems_dir))
@@ -222,12 +271,13 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             raise PluginError(f"{len(faults)} faults in checks and claims; the first: {faults[0]}")
         if self.config.ledger and self.reports and not self.dirty:   # not on each edit under serve (0.1 s)
             write_ledger(Path(config.site_dir) / self.config.ledger, build_ledger(self.reports.values()))
+        _search_stats(Path(config.site_dir))
         unique = self.results.unique()   # one check may be named two ways
         ran = [r for r in unique if r.ok and r.source is Source.RAN]
         cached = sum(r.source is Source.CACHE for r in unique)
         log.info(f"numbook: {len(unique)} checks ({len(ran)} ran, {cached} from cache) "
                  f"in {self.timings.get('checks_s', 0):.2f} s; {len(self.reports)} pages verified "
-                 f"in {self.timings.get('pages_s', 0):.2f} s")
+                 f"in {self.timings.get('pages_s', 0):.2f} s; math drawn in {self.math_s:.2f} s")
 
 
 def _run_yourself(book: Book, results: BuildResults, runner: Runner, config: MkDocsConfig,
@@ -256,6 +306,27 @@ def _run_yourself(book: Book, results: BuildResults, runner: Runner, config: MkD
              f"in {time.perf_counter() - started:.2f} s ({sum(x > 0 for x in spent)} notebooks ran, "
              f"{sum(spent):.2f} s of notebook run time)")
     return found
+
+
+def _search_stats(site: Path) -> None:
+    """What the search index holds, in the build's log (the search plugin writes it first: it is listed first)."""
+    index = site / "search" / "search_index.json"
+    if not index.is_file():
+        return
+    raw = index.read_text(encoding="utf-8")
+    docs = json.loads(raw).get("docs", [])
+    tex = sum("\\" in d.get("text", "") for d in docs)
+    log.info(f"numbook: search index {len(raw) / 1e3:.0f} kB, {len(docs)} entries, {tex} with a backslash")
+
+def _line_of(src: Path | None, tex: str) -> int:
+    """The first line of the page's source that holds the start of an equation's TeX (1 when none does)."""
+    if src is None or not src.is_file():
+        return 1
+    probe = tex.strip()[:24]
+    for n, line in enumerate(src.read_text(encoding="utf-8").splitlines(), 1):
+        if probe and probe in line:
+            return n
+    return 1
 
 
 def _progress(done: int, total: int, res: CheckResult, running: list[str]) -> None:

@@ -55,8 +55,12 @@ def _link(report_uri: str, entry: Entry) -> str:
     return f"[{label}]({target})"
 
 
-def _perturb_section(rep: PerturbReport | None, checks: Iterable[str], changed: dict[str, list[str]]) -> list[str]:
-    """The book's perturbation record (``checks/perturb.json``): every check's last nudged run."""
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|")
+
+
+def _perturb_summary(rep: PerturbReport | None, checks: Iterable[str], changed: dict[str, list[str]]) -> list[str]:
+    """The book's perturbation record (``checks/perturb.json``) in a few lines; each check's rows are in its fold."""
     bound = sorted(set(checks))
     if rep is None:
         return ["## Perturbation", "", "No perturbation record yet (`checks/perturb.json`): run "
@@ -64,9 +68,9 @@ def _perturb_section(rep: PerturbReport | None, checks: Iterable[str], changed: 
     missing = [c for c in bound if c not in rep.checked]
     out = ["## Perturbation", "",
            "Each check re-run once per input with that input nudged (a count by one, a float by 1%), "
-           "from the book's record `checks/perturb.json`. *dead*: the input moves no claim; *constant* "
-           "claims move with no input; *measured* values (times, bandwidths) move with the machine and "
-           "are left out of both tests.", "",
+           "from the book's record `checks/perturb.json`; each check's inputs are listed in its fold above. "
+           "*dead*: the input moves no claim; *constant* claims move with no input; *measured* values (times, "
+           "bandwidths) move with the machine and are left out of both tests.", "",
            f"**{rep.status()}**", ""]
     if missing:
         out += [f"**Never nudged**: {', '.join(f'`{c}`' for c in missing)}.", ""]
@@ -74,52 +78,85 @@ def _perturb_section(rep: PerturbReport | None, checks: Iterable[str], changed: 
         out += ["**Stale** (a file the check reads changed since it was nudged; run `numbook verify --perturb "
                 "--only CHECK`): " + "; ".join(f"`{c}` ({', '.join(f[:3])}{' …' if len(f) > 3 else ''})"
                                              for c, f in sorted(changed.items())) + ".", ""]
-    out += ["| check | nudged on | input | value | nudged | verdict | claims it moves |",
-            "|---|---|---|---|---|---|---|"]
-    for r in rep.rows:
-        moved = ", ".join(f"`{m}`" for m in r.moved) or r.note.replace("|", "\\|")
-        out.append(f"| `{r.check.removeprefix('checks/')}` | {rep.checked.get(r.check, '–')} | `{r.given}` | {r.was} "
-                   f"| {r.nudged} | {r.verdict} | {moved or '–'} |")
-    for check, names in sorted(rep.constants.items()):
-        out.append(f"\n*Constant claims of `{check}`*: {', '.join(f'`{n}`' for n in names)}.")
-    for check, fixed in sorted(rep.fixed.items()):
-        out.append("\n" + f"*Fixed values of `{check}`*: "
-                   + "; ".join(f"`{n}` ({why})" for n, why in sorted(fixed.items())) + ".")
-    for check, meas in sorted(rep.measured.items()):
-        out.append("\n" + f"*Measured values of `{check}`*: "
-                   + "; ".join(f"`{n}` ({what})" for n, what in sorted(meas.items())) + ".")
-    return [*out, ""]
+    return out
+
+
+def _perturb_rows(rep: PerturbReport | None, check: str) -> list[str]:
+    """What the perturbation record says of one check: its nudged inputs and its constant, fixed and measured
+    values (Markdown, unindented)."""
+    if rep is None:
+        return []
+    out: list[str] = []
+    rows = [r for r in rep.rows if r.check == check]
+    if check in rep.checked:
+        out += [f"Nudged on {rep.checked[check]}: {len(rows)} inputs.", ""]
+    if rows:
+        out += ["| input | value | nudged | verdict | claims it moves |", "|---|---|---|---|---|"]
+        for r in rows:
+            moved = ", ".join(f"`{m}`" for m in r.moved) or _cell(r.note)
+            out.append(f"| `{r.given}` | {_cell(r.was)} | {_cell(r.nudged)} | {r.verdict} | {moved or '–'} |")
+        out.append("")
+    if rep.constants.get(check):
+        out += [f"*Constant claims*: {', '.join(f'`{n}`' for n in rep.constants[check])}.", ""]
+    if rep.fixed.get(check):
+        out += ["*Fixed values*: " + "; ".join(f"`{n}` ({why})" for n, why in sorted(rep.fixed[check].items()))
+                + ".", ""]
+    if rep.measured.get(check):
+        out += ["*Measured values*: " + "; ".join(f"`{n}` ({what})"
+                                                 for n, what in sorted(rep.measured[check].items())) + ".", ""]
+    return out
+
+
+def _fold(title: str, body: list[str], *, open_: bool = False, kind: str = "nb-check") -> list[str]:
+    """A pymdownx.details block: closed unless ``open_``, its body indented under it."""
+    head = f'???{"+" if open_ else ""} {kind} "{title.replace(chr(34), chr(39))}"'
+    return [head, *[f"    {line}" if line else "" for line in body], ""]
 
 
 def report_markdown(book: Book, reports: Mapping[str, PageReport], results: BuildResults,
                     report_uri: str = "report.md", now: _dt.datetime | None = None,
                     perturbed: PerturbReport | None = None, stale: dict[str, list[str]] | None = None) -> str:
-    """The Markdown of the run report page: a row for each check of this build, from the book's ``reports``."""
+    """The Markdown of the run report page, from the book's ``reports``: a summary, then one fold per check of
+    this build (closed, a failed check's open) whose title line says its status, time, source and claims, and
+    whose body says its device, its pages and what nudging its inputs moved. On a phone the page is a list of
+    one-line titles, not a table 390 px wide with thousands of rows."""
     claims, pages = count_claims(book.entries.values(), reports, results)
     rows = results.unique()
     when = (now or _dt.datetime.now(_dt.UTC)).strftime("%Y-%m-%d %H:%M UTC")
     ran = sum(r.ok and source_of(r) == "ran" for r in rows)
     cached = sum(r.ok and r.source is Source.CACHE for r in rows)
     frozen = sum(r.ok and r.source is Source.FROZEN for r in rows)
-    failed = sum(not r.ok for r in rows)
+    failed = [r for r in rows if not r.ok]
     total = sum(r.elapsed_s for r in rows if r.ok and source_of(r) == "ran")
     out = [
         "# Run report", "",
         f"What this build did with each check, built {when}: {len(rows)} checks, {ran} ran for this build "
         f"({total:.2f} s of check time), {cached} from the cache, {frozen} derived from frozen GPU measurements, "
-        f"{failed} failed; {sum(claims.values())} claims verified.", "",
-        "| check (in `checks/`) | status | time | device | source | claims | pages |",
-        "|---|---|---|---|---|---|---|",
+        f"{len(failed)} failed; {sum(claims.values())} claims verified.", "",
     ]
+    if failed:
+        out += ["**Failed**: " + ", ".join(f"`{r.check.removeprefix('checks/')}`" for r in failed) + ".", ""]
+    out += ["## Checks", "",
+            "One line per check: its name in `checks/`, its status, its run time, where its result came from and "
+            "the claims it backs. Open a line for the device it ran on, the pages that use it and what "
+            "nudging its inputs moved.", "",
+            "*source*: `ran` ran for this build; `cache` is the result of an earlier run with the same "
+            "source, imports, library versions and device; `frozen` is derived on this build from committed GPU "
+            "measurements (`checks/frozen/`). *time* is the check's own run time, when it ran.", ""]
+    shown = set()
     for r in rows:
+        shown.add(r.check)
         used = ", ".join(_link(report_uri, e) for e in pages.get(r.check, []))
         time = f"{r.elapsed_s:.2f} s" if r.elapsed_s else "–"
-        device = (r.device or "–").replace("|", "\\|")
-        out.append(f"| `{r.check.removeprefix('checks/')}` | {r.status} | {time} | {device} | {source_of(r)} | "
-                   f"{claims.get(r.check, 0)} | {used or '–'} |")
-    out += ["", "*source*: `ran` ran for this build; `cache` is the result of an earlier run with the same "
-                "source, imports, library versions and device; `frozen` is derived on this build from committed GPU "
-                "measurements (`checks/frozen/`). *time* is the check's own run time, when it ran.", ""]
+        n = claims.get(r.check, 0)
+        title = (f"{r.check.removeprefix('checks/')} · {r.status} · {time} · {source_of(r)} · "
+                 f"{n} claim{'' if n == 1 else 's'}")
+        body = [f"- **device**: {_cell(r.device or '–')}", f"- **pages**: {used or '–'}", "",
+                *_perturb_rows(perturbed, r.check)]
+        out += _fold(title, body, open_=not r.ok, kind="failure nb-check" if not r.ok else "nb-check")
     with_claims = [c for c in claims if claims.get(c)]
-    out += _perturb_section(perturbed, with_claims, stale or {})
+    out += _perturb_summary(perturbed, with_claims, stale or {})
+    others = sorted({row.check for row in perturbed.rows} - shown) if perturbed is not None else []
+    for check in others:   # in the record, not in this build
+        out += _fold(f"{check.removeprefix('checks/')} · not in this build", _perturb_rows(perturbed, check))
     return "\n".join(out)

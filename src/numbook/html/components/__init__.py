@@ -11,11 +11,13 @@
 | ``//// hint``             | (inside your-turn) one hint, revealed in order              |
 | ``//// model-answer``     | (inside your-turn) the model answer, behind a reveal        |
 | ``/// lesson-nav``        | previous and next lesson, and the problems it prepares for  |
+| ``/// contents``          | the book's parts and chapters, their problem counts, links  |
 
 Behaviour lives in ``docs/assets/numbook/components.js`` and the look in
 ``components.css``; the HTML here is complete without them (every explanation, hint and
 answer is on the page), so a reader without JavaScript loses interaction, not content.
-A fault in a block (two keys, an unknown option, a hint outside your-turn) is a warning
+A fault in a block (two keys, an unknown option, a hint outside your-turn, a block name no extension
+registered, such as a misspelt ``/// contnets``) is a warning
 ``path:line: /// quiz: …`` under ``mkdocs.*``, so ``mkdocs build --strict`` fails.
 """
 
@@ -33,6 +35,7 @@ from pymdownx.blocks.block import Block
 from numbook.core.quizzes import quiz_faults
 from numbook.html.components._base import LOCATOR
 from numbook.html.components._common import Locator, warn
+from numbook.html.components.contents import Contents
 from numbook.html.components.lesson_nav import LessonNav
 from numbook.html.components.quiz import Quiz
 from numbook.html.components.shape_debugger import ShapeDebugger
@@ -41,13 +44,14 @@ from numbook.html.extension import extension_of
 
 __all__ = ["ComponentsExtension", "makeExtension", "BLOCKS"]
 
-BLOCKS: tuple[type[Block], ...] = (Quiz, ShapeDebugger, YourTurn, Hint, ModelAnswer, LessonNav)
+BLOCKS: tuple[type[Block], ...] = (Quiz, ShapeDebugger, YourTurn, Hint, ModelAnswer, LessonNav, Contents)
 
 
 class _Audit(Treeprocessor):
     """After the blocks have run: a block start the parser did not take is a fault.
 
-    pymdownx.blocks leaves a block whose options header is not YAML as plain text.
+    pymdownx.blocks leaves a block whose options header is not YAML as plain text, and a block whose name no
+    extension registered (a typo: ``/// contnets``) as a paragraph.
     """
 
     def __init__(self, md: Markdown, locator: Locator) -> None:
@@ -63,6 +67,10 @@ class _Audit(Treeprocessor):
                 where = ", ".join(str(n) for n in lines[made:])
                 warn(self.md, lines[made], f"/// {name}: {len(lines) - made} block(s) not recognised "
                      f"(a header that is not 'key: value' lines?); starts at line(s) {where}")
+        known = sorted(mgr.blocks)
+        for line, name in self.locator.unknown:
+            if name not in mgr.blocks:
+                warn(self.md, line, f"/// {name}: no such block (known: {', '.join(known)})")
 
 
 class _QuizKeys(Preprocessor):

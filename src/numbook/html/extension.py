@@ -379,10 +379,26 @@ def _output(res: CheckResult) -> str:
     return to_html(pre) + to_html(_stamp(res)) + (to_html(measured) if measured is not None else "")
 
 
-def _run_yourself(session: Session, ctx: PageContext, res: CheckResult) -> str:
-    """Links to the check as a script and as a notebook, written next to the page (numbook.run.standalone)."""
-    if not (session.run_yourself and ctx.problem):
+def _libraries(session: Session, ctx: PageContext, path: Path) -> list[str] | None:
+    """The libraries the page's download needs (numbook.run.standalone.requirements); None where it is not
+    offered, or cannot be (the plugin reports why)."""
+    if not (session.run_yourself and ctx.problem and path.is_file()):
+        return None
+    from numbook.run.standalone import StandaloneError, requirements
+
+    try:
+        return requirements(path, path.parent, ctx.root)
+    except (StandaloneError, OSError):
+        return None
+
+
+def _run_yourself(session: Session, ctx: PageContext, res: CheckResult, libs: list[str] | None) -> str:
+    """Links to the check as a script and as a notebook, written next to the page (numbook.run.standalone):
+    relative to the page, and naming the libraries they need."""
+    if not (session.run_yourself and ctx.problem) or libs is None:
         return ""
+    from numbook.run.standalone import pip_line
+
     stem = Path(res.check).stem
     p = etree.Element("p", {"class": "nb-run-yourself"})
     b = etree.SubElement(p, "strong")
@@ -393,8 +409,14 @@ def _run_yourself(session: Session, ctx: PageContext, res: CheckResult) -> str:
     a.tail = " or as a "
     a2 = etree.SubElement(p, "a", {"href": f"{stem}.ipynb", "download": ""})
     a2.text = "notebook"
-    a2.tail = (", run for this build. Change a given() and run it again; it needs Python and the libraries it "
-               "imports, not numbook.")
+    a2.tail = ", run for this build. Change a given() and run it again. It needs Python 3.11 or later and "
+    if libs:
+        a2.tail += f"{', '.join(libs)}: "
+        code = etree.SubElement(p, "code", {"class": "nb-pip"})
+        code.text = pip_line(libs)
+        code.tail = "; not numbook."
+    else:
+        a2.tail += "nothing beyond the standard library; not numbook."
     return to_html(p)
 
 
@@ -425,7 +447,8 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
     path = (ctx.root or Path(".")) / res.check
     source = path.read_text(encoding="utf-8") if path.is_file() else ""
     output = _output(res)
-    cached = _fence_cache(ext.session, source, output + str(ext.session.run_yourself and ctx.problem))
+    libs = _libraries(ext.session, ctx, path)
+    cached = _fence_cache(ext.session, source, output + str(libs))
     if cached is not None and cached.is_file():
         return cached.read_text(encoding="utf-8")
     rendered = str(base_format(language="python", run=lambda *a, **k: output, code=source, md=md, html=True,
@@ -433,7 +456,7 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
                                update_toc=False))
     # the reader's search finds the prose, not the check's printed trace and source. A <section>: Material's
     # search parser ends an exclusion at the first closing tag of the same name, and the tabs are all <div>s
-    links = _run_yourself(ext.session, ctx, res)
+    links = _run_yourself(ext.session, ctx, res, libs)
     rendered = f'<section class="nb-check" data-search-exclude="">{rendered}{links}</section>'
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)

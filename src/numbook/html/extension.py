@@ -395,8 +395,8 @@ def _libraries(session: Session, ctx: PageContext, path: Path) -> list[str] | No
 def _run_yourself(session: Session, ctx: PageContext, res: CheckResult, libs: list[str] | None) -> str:
     """Links to the check as a script and as a notebook, written next to the page (numbook.run.standalone):
     relative to the page, and naming the libraries they need."""
-    if not (session.run_yourself and ctx.problem) or libs is None:
-        return ""
+    if not (session.run_yourself and ctx.problem) or libs is None or res.source is Source.FROZEN:
+        return ""   # a frozen GPU check is not offered: a reader's CPU cannot run it
     from numbook.run.standalone import pip_line
 
     stem = Path(res.check).stem

@@ -211,7 +211,7 @@ def _inline_package(package, sources):
         def exec_module(self, module):
             src = sources[module.__name__]
             where = module.__name__.replace(".", "/") + ".py, written into this script"
-            linecache.cache[where] = (len(src), None, src.splitlines(True), where)   # tracebacks show its lines
+            linecache.cache[where] = (len(src), None, src.splitlines(True), where)   # for tracebacks
             exec(compile(src, where, "exec"), module.__dict__)
 
     for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:

@@ -21,6 +21,7 @@ from numbook.run.standalone import (
     public_url,
     requirements,
     script,
+    sources_stamp,
 )
 
 INIT = '''\
@@ -179,7 +180,7 @@ def test_libraries_leave_out_the_standard_library_the_helpers_and_what_is_carrie
         import numpy
         from . import sibling
     """)
-    assert libraries([src], local={"servebench"}) == ["torch", "numpy", "matplotlib", "pillow"]
+    assert libraries([src], local={"servebench"}) == ["torch", "matplotlib", "pillow", "numpy"]   # source order
     assert pip_line(["torch", "numpy"]) == "pip install torch numpy"
     assert pip_line([]) == ""
 
@@ -202,3 +203,15 @@ def test_a_check_that_reads_its_docstring_still_has_it_in_the_notebook() -> None
     namespace: dict[str, object] = {}
     exec("".join(nb["cells"][2]["source"]), namespace)   # noqa: S102 - the cell, run as a kernel runs it
     assert namespace["__doc__"] == "The doc."
+
+
+def test_the_stamp_of_what_the_libraries_are_read_from_moves_with_the_harness_and_the_helpers(tmp_path: Path) -> None:
+    root, check = project(tmp_path)
+    (check.parent / "_helper.py").write_text("import math\n", encoding="utf-8")
+    before = sources_stamp(check.parent)
+    assert sources_stamp(check.parent) == before
+    (root / "servebench/src/servebench/config.py").write_text(CONFIG + "import scipy\n", encoding="utf-8")
+    after = sources_stamp(check.parent)
+    assert after != before
+    (check.parent / "_helper.py").write_text("import math\nimport pandas\n", encoding="utf-8")
+    assert sources_stamp(check.parent) != after

@@ -447,10 +447,17 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
     path = (ctx.root or Path(".")) / res.check
     source = path.read_text(encoding="utf-8") if path.is_file() else ""
     output = _output(res)
-    libs = _libraries(ext.session, ctx, path)
-    cached = _fence_cache(ext.session, source, output + str(libs))
+    offered = ext.session.run_yourself and ctx.problem and path.is_file()
+    if offered:   # what the run-it-yourself line names comes from the helpers and the harness too
+        from numbook.run.standalone import sources_stamp
+
+        output_key = f"{output}\0run yourself {sources_stamp(path.parent, ctx.root)}"
+    else:
+        output_key = output
+    cached = _fence_cache(ext.session, source, output_key)
     if cached is not None and cached.is_file():
         return cached.read_text(encoding="utf-8")
+    libs = _libraries(ext.session, ctx, path)
     rendered = str(base_format(language="python", run=lambda *a, **k: output, code=source, md=md, html=True,
                                source="tabbed-right", tabs=(f"Source · {res.check}", "Output"),
                                update_toc=False))

@@ -26,6 +26,7 @@ a notebook that prints another number than the page is a fault of the page.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import inspect
 import json
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from numbook.run.runner import Runner
 
 __all__ = ["script", "notebook", "execute", "offer", "offer_all", "mismatch", "printed", "libraries", "requirements",
-           "pip_line", "public_url", "Job", "Offered", "NotebookError", "StandaloneError", "PACKAGES"]
+           "sources_stamp", "pip_line", "public_url", "Job", "Offered", "NotebookError", "StandaloneError", "PACKAGES"]
 
 NOTEBOOK_CACHE_VERSION = "3"
 _SELF = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:20]
@@ -132,17 +133,20 @@ def _script(check: Path, checks_dir: Path, *, title: str, page_url: str = "", ro
                 out.append(_SHIM[n].rstrip("\n"))
         return "\n".join(out) + "\n"
 
+    parts = [src]   # the source texts the script is made of (the shims import the standard library alone)
+
     def helper(m: re.Match[str]) -> str:
         path = checks_dir / f"{m.group('mod')}.py"
         if not path.is_file():
             return m.group(0)
         body = path.read_text(encoding="utf-8").strip("\n")
+        parts.append(body)
         return (f"# --- {path.name}, a helper of the book's checks, written in place ---\n{body}\n"
                 f"# --- end of {path.name} ---\n")
 
     src = _HELPER.sub(helper, _API.sub(api, src))
-    src, carried = _carry_packages(src, root if root is not None else checks_dir.parent, str(check))
-    libs = libraries([src, *carried], local=PACKAGES)
+    src, carried = _carry_packages(src, parts, root if root is not None else checks_dir.parent, str(check))
+    libs = libraries([*parts, *carried], local=PACKAGES)
     needs = f"{', '.join(libs)} ({pip_line(libs)})" if libs else "nothing beyond the standard library"
     head = (f"# {title}\n" + (f"# From the page {page_url}\n" if page_url else "") +
             "# The check of this problem, as the book ran it, to run yourself: change a given() and run it\n"
@@ -151,8 +155,18 @@ def _script(check: Path, checks_dir: Path, *, title: str, page_url: str = "", ro
 
 
 def requirements(check: Path, checks_dir: Path, root: Path | None = None) -> list[str]:
-    """The libraries the script of ``check`` needs (what its page names): those of :func:`script`."""
-    return _script(check, checks_dir, title="", root=root)[1]
+    """The libraries the script of ``check`` needs (what its page names): those :func:`script` names, read from
+    the same source texts without writing the script (the page asks for each problem in every build)."""
+    src = _HEADER.sub("", check.read_text(encoding="utf-8"))
+    parts = [src, *(path.read_text(encoding="utf-8").strip("\n") for m in _HELPER.finditer(src)
+                    if (path := checks_dir / f"{m.group('mod')}.py").is_file())]
+    records = [r for part in parts for r in _import_records(part)]
+    carried: list[str] = []
+    for package, rel in PACKAGES.items():
+        if any(_modules_imported(records, package)):
+            carried += _package_sources(records, package, (root if root is not None else checks_dir.parent) / rel,
+                                        str(check)).values()
+    return libraries([*parts, *carried], local=PACKAGES)
 
 
 def _facts(src: str, checks_dir: Path) -> dict[str, Any]:
@@ -224,53 +238,79 @@ class StandaloneError(ValueError):
     """A check cannot be written as a standalone script (a module of the project it imports is not there)."""
 
 
-def _modules_imported(tree: ast.AST, package: str, here: str = "") -> tuple[set[str], set[str], bool]:
-    """What ``tree`` imports of ``package``: module names, names taken from the package itself, and whether
-    it imports the package whole (``import servebench``). ``here`` is the module's own name (relative imports)."""
+_Import = tuple[bool, str, int, tuple[tuple[str, str], ...]]
+"""One import statement: (a ``from`` import?, its module, its level, its (name, bound name) pairs)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _import_records(text: str) -> tuple[_Import, ...]:
+    """Every import statement of a source text, at any depth, in source order (read once per text)."""
+    tree = _tree(text)
+    if tree is None:
+        return ()
+    found: list[tuple[int, _Import]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.append((node.lineno, (False, "", 0, tuple((a.name, a.asname or a.name) for a in node.names))))
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.lineno, (True, node.module or "", node.level,
+                                        tuple((a.name, a.asname or a.name) for a in node.names))))
+    return tuple(r for _, r in sorted(found, key=lambda x: x[0]))
+
+
+def _modules_imported(records: Iterable[_Import], package: str, here: str = "") -> tuple[set[str], set[str], bool]:
+    """What the imports take of ``package``: module names, names taken from the package itself, and whether one
+    imports the package whole (``import servebench``). ``here`` is the importing module's name (relative imports)."""
     mods: set[str] = set()
     names: set[str] = set()
     whole = False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for a in node.names:
-                if a.name == package:
-                    whole = True
-                elif a.name.startswith(package + "."):
-                    mods.add(a.name)
-        elif isinstance(node, ast.ImportFrom):
-            mod = node.module or ""
-            if node.level:
-                base = here.split(".")[: len(here.split(".")) - node.level + (1 if here == package else 0)]
-                mod = ".".join([*base, *([mod] if mod else [])])
-            if mod == package:
-                names.update(a.name for a in node.names)
-            elif mod.startswith(package + "."):
-                mods.add(mod)
+    for is_from, module, level, pairs in records:
+        if not is_from:
+            whole = whole or any(n == package for n, _ in pairs)
+            mods.update(n for n, _ in pairs if n.startswith(package + "."))
+            continue
+        mod = module
+        if level:
+            base = here.split(".")[: len(here.split(".")) - level + (1 if here == package else 0)]
+            mod = ".".join([*base, *([module] if module else [])])
+        if mod == package:
+            names.update(n for n, _ in pairs)
+        elif mod.startswith(package + "."):
+            mods.add(mod)
     return mods, names, whole
 
 
-_PARSED: dict[Path, tuple[tuple[int, int], str, ast.Module]] = {}
+@functools.lru_cache(maxsize=256)
+def _tree(text: str) -> ast.Module | None:
+    """A source text parsed, once; None where it is not Python."""
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return None
 
 
-def _parse(path: Path) -> tuple[str, ast.Module]:
-    """A source file and its tree, parsed once while the file is unchanged."""
+_READ: dict[Path, tuple[tuple[int, int], str]] = {}
+
+
+def _read(path: Path) -> str:
+    """A source file's text, read once while the file is unchanged."""
     st = path.stat()
-    hit = _PARSED.get(path)
+    hit = _READ.get(path)
     if hit is None or hit[0] != (st.st_mtime_ns, st.st_size):
-        text = path.read_text(encoding="utf-8")
-        hit = ((st.st_mtime_ns, st.st_size), text, ast.parse(text, filename=str(path)))
-        _PARSED[path] = hit
-    return hit[1], hit[2]
+        hit = _READ[path] = ((st.st_mtime_ns, st.st_size), path.read_text(encoding="utf-8"))
+    return hit[1]
 
 
-def _package_sources(tree: ast.Module, package: str, folder: Path, who: str) -> dict[str, str]:
-    """The modules of ``package`` (source in ``folder``) that ``tree`` needs, and those they import in turn:
-    ``{module name: source}``, the package itself first. Its ``__init__`` is reduced to the names taken from it,
-    unless something imports the package whole (``import servebench``)."""
+def _package_sources(records: Iterable[_Import], package: str, folder: Path, who: str) -> dict[str, str]:
+    """The modules of ``package`` (source in ``folder``) that the imports ``records`` need, and those they import
+    in turn: ``{module name: source}``, the package itself first. Its ``__init__`` is reduced to the names taken
+    from it, unless something imports the package whole (``import servebench``)."""
     init = folder / "__init__.py"
     if not init.is_file():
         raise StandaloneError(f"{who} imports {package}, whose source is not at {folder}")
-    _init_text, init_tree = _parse(init)
+    init_tree = _tree(_read(init))
+    if init_tree is None:
+        raise StandaloneError(f"{who} imports {package}, whose {init} is not Python")
     exports: dict[str, str] = {}   # a name the package's __init__ offers -> the module it comes from
     for node in init_tree.body:
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package + "."):
@@ -287,7 +327,7 @@ def _package_sources(tree: ast.Module, package: str, folder: Path, who: str) -> 
             return exports[name]
         raise StandaloneError(f"{who} imports {name} from {package}, which {init} does not offer")
 
-    mods, taken, whole = _modules_imported(tree, package)
+    mods, taken, whole = _modules_imported(records, package)
     todo = [*sorted(mods), *([package] if whole else []), *(module_of(n) for n in sorted(taken))]
     sources: dict[str, str] = {}
     while todo:
@@ -297,9 +337,8 @@ def _package_sources(tree: ast.Module, package: str, folder: Path, who: str) -> 
         path = init if mod == package else file_of(mod)
         if not path.is_file():
             raise StandaloneError(f"{who} imports {mod}, which is not a module of {folder}")
-        text, t = _parse(path)
-        sources[mod] = text
-        more, more_taken, more_whole = _modules_imported(t, package, mod)
+        text = sources[mod] = _read(path)
+        more, more_taken, more_whole = _modules_imported(_import_records(text), package, mod)
         taken |= more_taken
         todo += [*sorted(more), *([package] if more_whole else []), *(module_of(n) for n in sorted(more_taken))]
     if package not in sources:   # the package's __init__, reduced to the names taken from it
@@ -342,37 +381,29 @@ def _carried(package: str, rel: str, sources: dict[str, str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def _carry_packages(src: str, root: Path, who: str) -> tuple[str, list[str]]:
-    """``src`` with each project package it imports written in, before its first import of it; and the sources
-    written in (whose imports count among the script's libraries)."""
-    try:
-        tree = ast.parse(src)
-    except SyntaxError:
-        return src, []
+def _carry_packages(src: str, parts: list[str], root: Path, who: str) -> tuple[str, list[str]]:
+    """``src`` (the script, made of the source texts ``parts``: the check and its helpers) with each project
+    package they import written in, before the first line that imports it; and the sources written in (whose
+    imports count among the script's libraries)."""
+    records = [r for part in parts for r in _import_records(part)]
     carried: list[str] = []
     for package, rel in PACKAGES.items():
-        mods, names, whole = _modules_imported(tree, package)
+        mods, names, whole = _modules_imported(records, package)
         if not (mods or names or whole):
             continue
-        sources = _package_sources(tree, package, root / rel, who)
+        sources = _package_sources(records, package, root / rel, who)
         carried += sources.values()
-        first = next((n for n in tree.body if _imports_of(n, package)), None)
+        first = re.search(rf"^(?:from {package}[\s.]|import {package}\b)", src, re.M)   # a top-level import
+        at = src.count("\n", 0, first.start()) if first is not None else _after_preamble(src)
         lines = src.split("\n")
-        at = (first.lineno - 1) if first is not None else _after_preamble(tree)
         src = "\n".join([*lines[:at], "", _carried(package, rel, sources), "", *lines[at:]])
-        tree = ast.parse(src)
     return src, carried
 
 
-def _imports_of(node: ast.AST, package: str) -> bool:
-    mods, names, whole = _modules_imported(node, package)
-    return bool(mods or names or whole)
-
-
-def _after_preamble(tree: ast.Module) -> int:
+def _after_preamble(src: str) -> int:
     """The line (0-based) after the module's docstring and ``from __future__`` imports."""
     at = 0
-    for node in tree.body:
+    for node in ast.parse(src).body:
         doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
         if doc or (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
             at = node.end_lineno or node.lineno
@@ -389,22 +420,26 @@ def libraries(sources: Iterable[str], local: Iterable[str] = ()) -> list[str]:
     skip = set(sys.stdlib_module_names) | set(local) | {"__future__", "numbook"}
     found: list[str] = []
     for text in sources:
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                tops = [a.name.split(".")[0] for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
-                tops = [node.module.split(".")[0]]
-            else:
-                continue
-            for top in tops:
+        for is_from, module, level, pairs in _import_records(text):
+            if level or (is_from and not module):
+                continue   # a relative import: of the package itself
+            for top in [module.split(".")[0]] if is_from else [n.split(".")[0] for n, _ in pairs]:
                 name = _DISTRIBUTIONS.get(top, top)
                 if top not in skip and not top.startswith("_") and name not in found:
                     found.append(name)
     return found
+
+
+def sources_stamp(checks_dir: Path, root: Path | None = None) -> str:
+    """What :func:`requirements` reads beyond the check itself, as a stamp of names, sizes and times: the checks'
+    helpers and the project's packages. A cache of a rendered page keys on it, and asks again when it moves."""
+    base = root if root is not None else checks_dir.parent
+    files = [*checks_dir.glob("_*.py"), *(f for rel in PACKAGES.values() for f in (base / rel).rglob("*.py"))]
+    parts = []
+    for f in sorted(files):
+        st = f.stat()
+        parts.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:16]
 
 
 def pip_line(libs: Iterable[str]) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import html
 import os
 import re
@@ -55,7 +56,9 @@ def _downloads(page: str) -> list[tuple[str, str, str]]:
     return found
 
 
+@functools.cache
 def _pages(site: Path) -> list[Path]:
+    """The built pages that offer a download."""
     return sorted(p for p in site.rglob("index.html") if 'class="nb-run-yourself"' in p.read_text(encoding="utf-8"))
 
 

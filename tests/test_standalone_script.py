@@ -215,3 +215,21 @@ def test_the_stamp_of_what_the_libraries_are_read_from_moves_with_the_harness_an
     assert after != before
     (check.parent / "_helper.py").write_text("import math\nimport pandas\n", encoding="utf-8")
     assert sources_stamp(check.parent) != after
+
+
+def test_a_helper_that_imports_the_check_api_gets_the_shim_before_it_runs(tmp_path: Path) -> None:
+    checks = tmp_path / "checks"
+    checks.mkdir()
+    (checks / "_helper.py").write_text('from numbook.check import sanity, value\n\n\ndef twice(x):\n'
+                                       '    sanity("positive", x > 0)\n    return value("twice", 2 * x)\n',
+                                       encoding="utf-8")
+    (checks / "x.py").write_text('from _helper import twice\n\nfrom numbook.check import given\n\n'
+                                 'print(twice(given("x", 21)))\n', encoding="utf-8")
+    text = script(checks / "x.py", checks, title="X")
+    assert [ln for ln in text.split("\n") if "numbook.check" in ln] == [
+        "# from numbook.check import given: written above"]   # one shim, first, for every name either imports
+    (tmp_path / "run.py").write_text(text, encoding="utf-8")
+    ran = subprocess.run([sys.executable, "-I", "-S", "run.py"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60, check=False)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == "42\n"

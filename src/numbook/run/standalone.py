@@ -117,7 +117,14 @@ def _script(check: Path, checks_dir: Path, *, title: str, page_url: str = "", ro
     src = _HEADER.sub("", check.read_text(encoding="utf-8"))
 
     def api(m: re.Match[str]) -> str:
-        names = [n.strip() for n in m.group("names").split(",") if n.strip()]
+        """The first import of the check API (the check's, or a helper's written in before it) becomes the shim
+        of every name any of them imports; a later one is then a comment."""
+        if written:
+            return f"# {m.group(0).strip()}: written above\n"
+        names: list[str] = []
+        for each in _API.finditer(src):
+            names += [n.strip() for n in each.group("names").split(",") if n.strip() and n.strip() not in names]
+        written.append(True)
         out = ["# The book's check API, reduced to what a script run by hand needs (numbook is not needed):",
                "# given() and value() return their value; sanity() stops when its property does not hold."]
         if "fact" in names:
@@ -144,7 +151,9 @@ def _script(check: Path, checks_dir: Path, *, title: str, page_url: str = "", ro
         return (f"# --- {path.name}, a helper of the book's checks, written in place ---\n{body}\n"
                 f"# --- end of {path.name} ---\n")
 
-    src = _HELPER.sub(helper, _API.sub(api, src))
+    written: list[bool] = []
+    src = _HELPER.sub(helper, src)   # first: a helper may import the check API too (_driver does)
+    src = _API.sub(api, src)
     src, carried = _carry_packages(src, parts, root if root is not None else checks_dir.parent, str(check))
     libs = libraries([*parts, *carried], local=PACKAGES)
     needs = f"{', '.join(libs)} ({pip_line(libs)})" if libs else "nothing beyond the standard library"

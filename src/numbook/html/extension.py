@@ -447,7 +447,10 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
     path = (ctx.root or Path(".")) / res.check
     source = path.read_text(encoding="utf-8") if path.is_file() else ""
     output = _output(res)
-    offered = ext.session.run_yourself and ctx.problem and path.is_file()
+    # only the page's own check is offered (the plugin writes no other): a fence that shows another check
+    # (```check path=...) links to nothing
+    own = not options.get("path") or Path(str(options["path"])).name == Path(ctx.check or "").name
+    offered = ext.session.run_yourself and ctx.problem and own and path.is_file()
     if offered:   # what the run-it-yourself line names comes from the helpers and the harness too
         from numbook.run.standalone import sources_stamp
 
@@ -457,7 +460,7 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
     cached = _fence_cache(ext.session, source, output_key)
     if cached is not None and cached.is_file():
         return cached.read_text(encoding="utf-8")
-    libs = _libraries(ext.session, ctx, path)
+    libs = _libraries(ext.session, ctx, path) if offered else None
     rendered = str(base_format(language="python", run=lambda *a, **k: output, code=source, md=md, html=True,
                                source="tabbed-right", tabs=(f"Source · {res.check}", "Output"),
                                update_toc=False))

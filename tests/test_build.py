@@ -212,14 +212,19 @@ def test_run_it_yourself_offers_the_check_as_a_script_and_an_executed_notebook(t
 
     root = copy_tiny(tmp_path)
     edit(root, "mkdocs.yml", '{cache_dir: "", timeout: 20}', '{cache_dir: "", timeout: 60, run_yourself: true}')
+    edit(root, "mkdocs.yml", "strict: true", "strict: true\nsite_url: http://127.0.0.1:8000/")   # the local default
     proc = build(root)
     assert proc.returncode == 0, proc.stderr
     page = root / "site" / "problems" / "I.1.A01"
     html = (page / "index.html").read_text(encoding="utf-8")
+    # the links are relative to the page, and say what the download needs: here nothing beyond Python
     assert '<a href="i1_a01_embedding.py" download="">script</a>' in html
     assert '<a href="i1_a01_embedding.ipynb" download="">notebook</a>' in html
+    assert "It needs Python 3.11 or later and nothing beyond the standard library; not numbook." in html
     script = (page / "i1_a01_embedding.py").read_text(encoding="utf-8")
-    assert script.startswith("# I.1.A01 · The memory of an embedding table")
+    assert script.startswith("# I.1.A01 · The memory of an embedding table\n# The check of this problem")
+    notebook_text = (page / "i1_a01_embedding.ipynb").read_text(encoding="utf-8")
+    assert "127.0.0.1" not in script and "127.0.0.1" not in notebook_text   # a local address is named nowhere
     assert "from numbook" not in script and "def given(name, x, **_):" in script
     # the script runs with Python alone: -I ignores the environment and the user's site-packages, -S every
     # site-packages (numbook included)
@@ -231,6 +236,11 @@ def test_run_it_yourself_offers_the_check_as_a_script_and_an_executed_notebook(t
     printed = "".join("".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code"
                       for o in c["outputs"])
     assert "table (32000, 512): 16,384,000 elements, 65,536,000 bytes in fp32" in printed   # it ran at build time
+    # the check's docstring is a Markdown cell, not a string the first code cell echoes
+    assert [c["cell_type"] for c in nb["cells"][:3]] == ["markdown", "markdown", "code"]
+    assert "".join(nb["cells"][1]["source"]) == "I.1.A01: the memory of an embedding table."
+    assert not any(o.get("output_type") == "execute_result" and "I.1.A01" in "".join(o["data"]["text/plain"])
+                   for c in nb["cells"] if c["cell_type"] == "code" for o in c["outputs"])
 
 
 def test_a_notebook_that_fails_to_run_is_a_fault_of_its_page(tmp_path: Path) -> None:

@@ -299,18 +299,5 @@ def test_a_function_no_interpreter_can_import_runs_in_forked_workers(tmp_path: P
     assert ran.stdout.strip() == "[[1.0, 1.0], [1.0, 1.0]]"
 
 
-BOOK = Path(__file__).resolve().parent.parent
-GROUP_CHECKS = sorted(p.name for p in (BOOK / "checks").glob("*.py")
-                      if read_header(p.read_text(encoding="utf-8")).processes)
-
-
-@pytest.mark.parametrize("name", GROUP_CHECKS)
-def test_the_books_process_group_scripts_run_with_plain_pytorch(tmp_path: Path, name: str) -> None:
-    """Every Part IV download runs where numbook is not installed: run_group and the check API written in."""
-    text = script(BOOK / "checks" / name, BOOK / "checks", title=name)
-    assert not re.search(r"^(from|import) numbook", text, re.M)
-    (tmp_path / name).write_text(text, encoding="utf-8")
-    blocked = "import runpy, sys; sys.modules['numbook'] = None; runpy.run_path(sys.argv[1], run_name='__main__')"
-    ran = subprocess.run([sys.executable, "-c", blocked, name], capture_output=True, text=True, timeout=300,
-                         cwd=tmp_path, env={k: v for k, v in os.environ.items() if not k.startswith("NUMBOOK")})
-    assert ran.returncode == 0, ran.stderr[-3000:]
+# The book's own process-group scripts run as a reader downloads them, in an environment with torch and numpy
+# alone: tests/test_downloads.py (with every other problem's script, from the built site).

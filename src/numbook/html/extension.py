@@ -391,10 +391,26 @@ def _output(res: CheckResult) -> str:
     return to_html(pre) + to_html(_stamp(res)) + (to_html(measured) if measured is not None else "")
 
 
-def _run_yourself(session: Session, ctx: PageContext, res: CheckResult) -> str:
-    """Links to the check as a script and as a notebook, written next to the page (numbook.run.standalone)."""
-    if not (session.run_yourself and ctx.problem):
-        return ""
+def _libraries(session: Session, ctx: PageContext, path: Path) -> list[str] | None:
+    """The libraries the page's download needs (numbook.run.standalone.requirements); None where it is not
+    offered, or cannot be (the plugin reports why)."""
+    if not (session.run_yourself and ctx.problem and path.is_file()):
+        return None
+    from numbook.run.standalone import StandaloneError, requirements
+
+    try:
+        return requirements(path, path.parent, ctx.root)
+    except (StandaloneError, OSError):
+        return None
+
+
+def _run_yourself(session: Session, ctx: PageContext, res: CheckResult, libs: list[str] | None) -> str:
+    """Links to the check as a script and as a notebook, written next to the page (numbook.run.standalone):
+    relative to the page, and naming the libraries they need."""
+    if not (session.run_yourself and ctx.problem) or libs is None or res.source is Source.FROZEN:
+        return ""   # a frozen GPU check is not offered: a reader's CPU cannot run it
+    from numbook.run.standalone import pip_line
+
     stem = Path(res.check).stem
     p = etree.Element("p", {"class": "nb-run-yourself"})
     b = etree.SubElement(p, "strong")
@@ -405,8 +421,14 @@ def _run_yourself(session: Session, ctx: PageContext, res: CheckResult) -> str:
     a.tail = " or as a "
     a2 = etree.SubElement(p, "a", {"href": f"{stem}.ipynb", "download": ""})
     a2.text = "notebook"
-    a2.tail = (", run for this build. Change a given() and run it again; it needs Python and the libraries it "
-               "imports, not numbook.")
+    a2.tail = ", run for this build. Change a given() and run it again. It needs Python 3.11 or later and "
+    if libs:
+        a2.tail += f"{', '.join(libs)}: "
+        code = etree.SubElement(p, "code", {"class": "nb-pip"})
+        code.text = pip_line(libs)
+        code.tail = "; not numbook."
+    else:
+        a2.tail += "nothing beyond the standard library; not numbook."
     return to_html(p)
 
 
@@ -437,15 +459,26 @@ def check_formatter(src: str, language: str, css_class: str, options: dict[str, 
     path = (ctx.root or Path(".")) / res.check
     source = path.read_text(encoding="utf-8") if path.is_file() else ""
     output = _output(res)
-    cached = _fence_cache(ext.session, source, output + str(ext.session.run_yourself and ctx.problem))
+    # only the page's own check is offered (the plugin writes no other): a fence that shows another check
+    # (```check path=...) links to nothing
+    own = not options.get("path") or Path(str(options["path"])).name == Path(ctx.check or "").name
+    offered = ext.session.run_yourself and ctx.problem and own and path.is_file()
+    if offered:   # what the run-it-yourself line names comes from the helpers and the harness too
+        from numbook.run.standalone import sources_stamp
+
+        output_key = f"{output}\0run yourself {sources_stamp(path.parent, ctx.root)}"
+    else:
+        output_key = output
+    cached = _fence_cache(ext.session, source, output_key)
     if cached is not None and cached.is_file():
         return cached.read_text(encoding="utf-8")
+    libs = _libraries(ext.session, ctx, path) if offered else None
     rendered = str(base_format(language="python", run=lambda *a, **k: output, code=source, md=md, html=True,
                                source="tabbed-right", tabs=(f"Source · {res.check}", "Output"),
                                update_toc=False))
     # the reader's search finds the prose, not the check's printed trace and source. A <section>: Material's
     # search parser ends an exclusion at the first closing tag of the same name, and the tabs are all <div>s
-    links = _run_yourself(ext.session, ctx, res)
+    links = _run_yourself(ext.session, ctx, res, libs)
     rendered = f'<section class="nb-check" data-search-exclude="">{rendered}{links}</section>'
     if cached is not None:
         cached.parent.mkdir(parents=True, exist_ok=True)

@@ -283,7 +283,7 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
 def _run_yourself(book: Book, results: BuildResults, runner: Runner, config: MkDocsConfig,
                   timeout: int) -> list[Diagnostic]:
     """Write each problem's check as a script and an executed notebook next to its page."""
-    site_url = (config.site_url or "").rstrip("/")
+    site_url = standalone.public_url(config.site_url or "").rstrip("/")   # never a local default (127.0.0.1)
     jobs: list[standalone.Job] = []
     for _, entry in sorted(book.problems.items()):
         if not entry.check:

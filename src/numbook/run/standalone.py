@@ -4,9 +4,13 @@
 (PyTorch, NumPy), without numbook: the check API becomes a few lines (``given()`` and
 ``value()`` return their value, ``sanity()`` raises when its property fails, ``fact()`` returns
 the sourced number), and a helper module of the checks folder (``from _memory import ...``) is
-written in place. :func:`notebook` splits that script into cells at the blank lines between its
-top-level statements; :func:`execute` runs it (nbclient, a python3 kernel), as the lessons'
-notebooks are run at build time. The plugin offers both next to each problem page
+written in place. A check that imports a package of the project (``servebench``, the benchmark harness) carries
+the modules of it that it uses, verbatim, with a loader that imports them from the script itself: never an
+installed package of that name (PyPI has an unrelated ``servebench``). The header names the libraries the
+script needs (:func:`libraries`) and, only where the deploy sets a public address, the page's.
+:func:`notebook` splits that script into cells at the blank lines between its
+top-level statements, the check's docstring a Markdown cell; :func:`execute` runs it (nbclient, a python3
+kernel), as the lessons' notebooks are run at build time. The plugin offers both next to each problem page
 (``run_yourself`` option); a notebook that fails to run is a fault of the page, like a check.
 
 With a runner, the notebook runs where the check ran: under ``numbook.run.sandbox`` (the audit hook
@@ -22,6 +26,7 @@ a notebook that prints another number than the page is a fault of the page.
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import inspect
 import json
@@ -45,10 +50,10 @@ if TYPE_CHECKING:
     from numbook.core.result import CheckResult
     from numbook.run.runner import Runner
 
-__all__ = ["script", "notebook", "execute", "offer", "offer_all", "mismatch", "printed", "Job", "Offered",
-           "NotebookError"]
+__all__ = ["script", "notebook", "execute", "offer", "offer_all", "mismatch", "printed", "libraries", "requirements",
+           "sources_stamp", "pip_line", "public_url", "Job", "Offered", "NotebookError", "StandaloneError", "PACKAGES"]
 
-NOTEBOOK_CACHE_VERSION = "2"
+NOTEBOOK_CACHE_VERSION = "3"
 _SELF = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:20]
 """How notebooks are made and run (this module): a change runs every notebook again."""
 
@@ -99,12 +104,27 @@ class NotebookError(RuntimeError):
     """A generated notebook raised when it ran."""
 
 
-def script(check: Path, checks_dir: Path, *, title: str, page_url: str = "") -> str:
-    """The check at ``check`` as one standalone script."""
+def script(check: Path, checks_dir: Path, *, title: str, page_url: str = "", root: Path | None = None) -> str:
+    """The check at ``check`` as one standalone script (StandaloneError where a project module it imports is not
+    there). ``root`` is the project's (the checks folder's parent by default): where :data:`PACKAGES` lie.
+    ``page_url`` is the page's public address, or "" (:func:`public_url`)."""
+    return _script(check, checks_dir, title=title, page_url=page_url, root=root)[0]
+
+
+def _script(check: Path, checks_dir: Path, *, title: str, page_url: str = "", root: Path | None = None
+            ) -> tuple[str, list[str]]:
+    """The script, and the libraries it needs (:func:`libraries`)."""
     src = _HEADER.sub("", check.read_text(encoding="utf-8"))
 
     def api(m: re.Match[str]) -> str:
-        names = [n.strip() for n in m.group("names").split(",") if n.strip()]
+        """The first import of the check API (the check's, or a helper's written in before it) becomes the shim
+        of every name any of them imports; a later one is then a comment."""
+        if written:
+            return f"# {m.group(0).strip()}: written above\n"
+        names: list[str] = []
+        for each in _API.finditer(src):
+            names += [n.strip() for n in each.group("names").split(",") if n.strip() and n.strip() not in names]
+        written.append(True)
         out = ["# The book's check API, reduced to what a script run by hand needs (numbook is not needed):",
                "# given() and value() return their value; sanity() stops when its property does not hold."]
         if "fact" in names:
@@ -120,20 +140,42 @@ def script(check: Path, checks_dir: Path, *, title: str, page_url: str = "") -> 
                 out.append(_SHIM[n].rstrip("\n"))
         return "\n".join(out) + "\n"
 
+    parts = [src]   # the source texts the script is made of (the shims import the standard library alone)
+
     def helper(m: re.Match[str]) -> str:
         path = checks_dir / f"{m.group('mod')}.py"
         if not path.is_file():
             return m.group(0)
         body = path.read_text(encoding="utf-8").strip("\n")
+        parts.append(body)
         return (f"# --- {path.name}, a helper of the book's checks, written in place ---\n{body}\n"
                 f"# --- end of {path.name} ---\n")
 
-    src = _HELPER.sub(helper, _API.sub(api, src))
-    where = f" ({page_url})" if page_url else ""
-    head = (f"# {title}{where}\n"
+    written: list[bool] = []
+    src = _HELPER.sub(helper, src)   # first: a helper may import the check API too (_driver does)
+    src = _API.sub(api, src)
+    src, carried = _carry_packages(src, parts, root if root is not None else checks_dir.parent, str(check))
+    libs = libraries([*parts, *carried], local=PACKAGES)
+    needs = f"{', '.join(libs)} ({pip_line(libs)})" if libs else "nothing beyond the standard library"
+    head = (f"# {title}\n" + (f"# From the page {page_url}\n" if page_url else "") +
             "# The check of this problem, as the book ran it, to run yourself: change a given() and run it\n"
-            f"# again (python {check.name}). It needs Python and the libraries it imports.\n\n")
-    return head + src
+            f"# again (python {check.name}). It needs Python 3.11 or later and {needs}; not numbook.\n\n")
+    return head + src, libs
+
+
+def requirements(check: Path, checks_dir: Path, root: Path | None = None) -> list[str]:
+    """The libraries the script of ``check`` needs (what its page names): those :func:`script` names, read from
+    the same source texts without writing the script (the page asks for each problem in every build)."""
+    src = _HEADER.sub("", check.read_text(encoding="utf-8"))
+    parts = [src, *(path.read_text(encoding="utf-8").strip("\n") for m in _HELPER.finditer(src)
+                    if (path := checks_dir / f"{m.group('mod')}.py").is_file())]
+    records = [r for part in parts for r in _import_records(part)]
+    carried: list[str] = []
+    for package, rel in PACKAGES.items():
+        if any(_modules_imported(records, package)):
+            carried += _package_sources(records, package, (root if root is not None else checks_dir.parent) / rel,
+                                        str(check)).values()
+    return libraries([*parts, *carried], local=PACKAGES)
 
 
 def _facts(src: str, checks_dir: Path) -> dict[str, Any]:
@@ -159,6 +201,277 @@ def _facts_file(path: Path) -> dict[str, Any]:
         hit = (stamp, yaml.load(path.read_text(encoding="utf-8"), Loader=loader) or {})  # noqa: S506 - a safe loader
         _FACTS_READ[path] = hit
     return hit[1]
+
+
+# -- the project's own packages, carried by the scripts that import them -----------------------------------------
+
+PACKAGES: dict[str, str] = {"servebench": "servebench/src/servebench"}
+"""Packages of the project a check may import, and where their source lies under the project's root. No reader
+has them installed (and PyPI's ``servebench`` is another project): a script carries the modules it uses."""
+
+_DISTRIBUTIONS = {"yaml": "pyyaml", "PIL": "pillow", "sklearn": "scikit-learn", "cv2": "opencv-python"}
+"""Import names whose distribution (what ``pip install`` takes) is named otherwise."""
+
+_LOADER = '''\
+def _inline_package(package, sources):
+    """Import ``package`` from the sources written into this script: never from an installed package of that name."""
+    import importlib.abc
+    import importlib.util
+    import linecache
+    import sys
+
+    class _Inline(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, name, path=None, target=None):
+            if name in sources:
+                return importlib.util.spec_from_loader(name, self, is_package=name == package)
+            if name.startswith(package + "."):
+                raise ModuleNotFoundError(f"{name} is not written into this script", name=name)
+            return None
+
+        def create_module(self, spec):
+            return None
+
+        def exec_module(self, module):
+            src = sources[module.__name__]
+            where = module.__name__.replace(".", "/") + ".py, written into this script"
+            linecache.cache[where] = (len(src), None, src.splitlines(True), where)   # for tracebacks
+            exec(compile(src, where, "exec"), module.__dict__)
+
+    for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
+        del sys.modules[name]   # one imported before (a notebook's kernel) is not used
+    sys.meta_path.insert(0, _Inline())
+'''
+
+
+class StandaloneError(ValueError):
+    """A check cannot be written as a standalone script (a module of the project it imports is not there)."""
+
+
+_Import = tuple[bool, str, int, tuple[tuple[str, str], ...]]
+"""One import statement: (a ``from`` import?, its module, its level, its (name, bound name) pairs)."""
+
+
+@functools.lru_cache(maxsize=1024)
+def _import_records(text: str) -> tuple[_Import, ...]:
+    """Every import statement of a source text, at any depth, in source order (read once per text)."""
+    tree = _tree(text)
+    if tree is None:
+        return ()
+    found: list[tuple[int, _Import]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.append((node.lineno, (False, "", 0, tuple((a.name, a.asname or a.name) for a in node.names))))
+        elif isinstance(node, ast.ImportFrom):
+            found.append((node.lineno, (True, node.module or "", node.level,
+                                        tuple((a.name, a.asname or a.name) for a in node.names))))
+    return tuple(r for _, r in sorted(found, key=lambda x: x[0]))
+
+
+def _modules_imported(records: Iterable[_Import], package: str, here: str = "") -> tuple[set[str], set[str], bool]:
+    """What the imports take of ``package``: module names, names taken from the package itself, and whether one
+    imports the package whole (``import servebench``). ``here`` is the importing module's name (relative imports)."""
+    mods: set[str] = set()
+    names: set[str] = set()
+    whole = False
+    for is_from, module, level, pairs in records:
+        if not is_from:
+            whole = whole or any(n == package for n, _ in pairs)
+            mods.update(n for n, _ in pairs if n.startswith(package + "."))
+            continue
+        mod = module
+        if level:
+            base = here.split(".")[: len(here.split(".")) - level + (1 if here == package else 0)]
+            mod = ".".join([*base, *([module] if module else [])])
+        if mod == package:
+            names.update(n for n, _ in pairs)
+        elif mod.startswith(package + "."):
+            mods.add(mod)
+    return mods, names, whole
+
+
+@functools.lru_cache(maxsize=256)
+def _tree(text: str) -> ast.Module | None:
+    """A source text parsed, once; None where it is not Python."""
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return None
+
+
+_READ: dict[Path, tuple[tuple[int, int], str]] = {}
+
+
+def _read(path: Path) -> str:
+    """A source file's text, read once while the file is unchanged."""
+    st = path.stat()
+    hit = _READ.get(path)
+    if hit is None or hit[0] != (st.st_mtime_ns, st.st_size):
+        hit = _READ[path] = ((st.st_mtime_ns, st.st_size), path.read_text(encoding="utf-8"))
+    return hit[1]
+
+
+def _package_sources(records: Iterable[_Import], package: str, folder: Path, who: str) -> dict[str, str]:
+    """The modules of ``package`` (source in ``folder``) that the imports ``records`` need, and those they import
+    in turn: ``{module name: source}``, the package itself first. Its ``__init__`` is reduced to the names taken
+    from it, unless something imports the package whole (``import servebench``)."""
+    init = folder / "__init__.py"
+    if not init.is_file():
+        raise StandaloneError(f"{who} imports {package}, whose source is not at {folder}")
+    init_tree = _tree(_read(init))
+    if init_tree is None:
+        raise StandaloneError(f"{who} imports {package}, whose {init} is not Python")
+    exports: dict[str, str] = {}   # a name the package's __init__ offers -> the module it comes from
+    for node in init_tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(package + "."):
+            exports.update((a.asname or a.name, node.module) for a in node.names)
+
+    def file_of(mod: str) -> Path:
+        return folder.joinpath(*mod.split(".")[1:]).with_suffix(".py")
+
+    def module_of(name: str) -> str:
+        """The module a name taken from the package comes from: a submodule of that name, or what __init__ says."""
+        if file_of(f"{package}.{name}").is_file():
+            return f"{package}.{name}"
+        if name in exports:
+            return exports[name]
+        raise StandaloneError(f"{who} imports {name} from {package}, which {init} does not offer")
+
+    mods, taken, whole = _modules_imported(records, package)
+    todo = [*sorted(mods), *([package] if whole else []), *(module_of(n) for n in sorted(taken))]
+    sources: dict[str, str] = {}
+    while todo:
+        mod = todo.pop()
+        if mod in sources:
+            continue
+        path = init if mod == package else file_of(mod)
+        if not path.is_file():
+            raise StandaloneError(f"{who} imports {mod}, which is not a module of {folder}")
+        text = sources[mod] = _read(path)
+        more, more_taken, more_whole = _modules_imported(_import_records(text), package, mod)
+        taken |= more_taken
+        todo += [*sorted(more), *([package] if more_whole else []), *(module_of(n) for n in sorted(more_taken))]
+    if package not in sources:   # the package's __init__, reduced to the names taken from it
+        doc = ast.get_docstring(init_tree, clean=False)
+        lines = [f'"""{doc.rstrip()}\n\nReduced here to the names this script takes from it.\n"""\n\n'] if doc else []
+        by_module: dict[str, list[str]] = {}
+        for n in sorted(taken):
+            mod = module_of(n)
+            by_module.setdefault(package if mod == f"{package}.{n}" else mod, []).append(n)
+        lines += [f"from {mod} import {', '.join(ns)}\n" for mod, ns in sorted(by_module.items())]
+        sources[package] = "".join(lines)
+    return {package: sources[package], **{k: sources[k] for k in sorted(sources) if k != package}}
+
+
+def _literal(text: str) -> str:
+    """``text`` as a Python string literal that reads like the file: a raw triple-quoted string where it can be."""
+    for q in ("'''", '"""'):
+        lit = f"r{q}{text}{q}"
+        if q not in text and not text.endswith("\\"):
+            try:
+                if ast.literal_eval(lit) == text:
+                    return lit
+            except (SyntaxError, ValueError):
+                pass
+    return repr(text)
+
+
+def _carried(package: str, rel: str, sources: dict[str, str]) -> str:
+    """The block written into a script: the package's modules verbatim, and the loader that imports them."""
+    var = f"_{package.upper()}_SOURCES"
+    mods = ", ".join(m.split(".", 1)[1] for m in sources if m != package)
+    out = [f"# --- {package}, the book's own package ({rel} in the book's repository), carried by this script ---",
+           f"# The modules this check uses ({mods}), verbatim, and its __init__ reduced to the names the check takes",
+           f"# from it. The loader below imports {package} from here: an installed package of that name is never used.",
+           f"{var} = {{"]
+    for mod, text in sources.items():
+        out.append(f"{mod!r}: {_literal(text)},")
+    out += ["}", "", "", _LOADER.rstrip("\n"), "", "", f"_inline_package({package!r}, {var})",
+            f"# --- end of {package} ---"]
+    return "\n".join(out) + "\n"
+
+
+def _carry_packages(src: str, parts: list[str], root: Path, who: str) -> tuple[str, list[str]]:
+    """``src`` (the script, made of the source texts ``parts``: the check and its helpers) with each project
+    package they import written in, before the first line that imports it; and the sources written in (whose
+    imports count among the script's libraries)."""
+    records = [r for part in parts for r in _import_records(part)]
+    carried: list[str] = []
+    for package, rel in PACKAGES.items():
+        mods, names, whole = _modules_imported(records, package)
+        if not (mods or names or whole):
+            continue
+        sources = _package_sources(records, package, root / rel, who)
+        carried += sources.values()
+        first = re.search(rf"^(?:from {package}[\s.]|import {package}\b)", src, re.M)   # a top-level import
+        at = src.count("\n", 0, first.start()) if first is not None else _after_preamble(src)
+        lines = src.split("\n")
+        src = "\n".join([*lines[:at], "", _carried(package, rel, sources), "", *lines[at:]])
+    return src, carried
+
+
+def _after_preamble(src: str) -> int:
+    """The line (0-based) after the module's docstring and ``from __future__`` imports."""
+    at = 0
+    for node in ast.parse(src).body:
+        doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+        if doc or (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+            at = node.end_lineno or node.lineno
+        else:
+            break
+    return at
+
+
+def libraries(sources: Iterable[str], local: Iterable[str] = ()) -> list[str]:
+    """The distributions (``pip install`` names) the sources import beyond the standard library and ``local``
+    (modules written into the script), in order of first import."""
+    import sys
+
+    skip = set(sys.stdlib_module_names) | set(local) | {"__future__", "numbook"}
+    found: list[str] = []
+    for text in sources:
+        for is_from, module, level, pairs in _import_records(text):
+            if level or (is_from and not module):
+                continue   # a relative import: of the package itself
+            for top in [module.split(".")[0]] if is_from else [n.split(".")[0] for n, _ in pairs]:
+                name = _DISTRIBUTIONS.get(top, top)
+                if top not in skip and not top.startswith("_") and name not in found:
+                    found.append(name)
+    return found
+
+
+def sources_stamp(checks_dir: Path, root: Path | None = None) -> str:
+    """What :func:`requirements` reads beyond the check itself, as a stamp of names, sizes and times: the checks'
+    helpers and the project's packages. A cache of a rendered page keys on it, and asks again when it moves."""
+    base = root if root is not None else checks_dir.parent
+    files = [*checks_dir.glob("_*.py"), *(f for rel in PACKAGES.values() for f in (base / rel).rglob("*.py"))]
+    parts = []
+    for f in sorted(files):
+        st = f.stat()
+        parts.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:16]
+
+
+def pip_line(libs: Iterable[str]) -> str:
+    """The command that installs ``libs``."""
+    return "pip install " + " ".join(libs) if libs else ""
+
+
+def public_url(site_url: str) -> str:
+    """``site_url`` where it is a public address a downloaded file may name (the deploy's); "" for a local one
+    (``mkdocs.yml``'s default, ``http://127.0.0.1:8000/``) or none."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(site_url or "")
+    host = (parts.hostname or "").lower()
+    if parts.scheme not in ("http", "https") or not host or host == "localhost" or host.endswith(".localhost"):
+        return ""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return site_url
+    return "" if ip.is_loopback or ip.is_unspecified or ip.is_private or ip.is_link_local else site_url
 
 
 def _cells(code: str) -> list[str]:
@@ -188,13 +501,35 @@ def _cells(code: str) -> list[str]:
     return out
 
 
+def _docstring(code: str) -> tuple[str, str]:
+    """The script's module docstring as text, and the code after it (the script's header comments, which the
+    notebook's title cell says, dropped with it); ``("", code)`` where it has none."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return "", code
+    first = tree.body[0] if tree.body else None
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            and isinstance(first.value.value, str)):
+        return "", code
+    doc = inspect.cleandoc(first.value.value)
+    rest = "\n".join(code.split("\n")[first.end_lineno or first.lineno:]).lstrip("\n")
+    if re.search(r"\b__doc__\b", rest):
+        rest = f"__doc__ = {doc!r}\n\n{rest}"   # the check reads its docstring
+    return doc, rest
+
+
 def notebook(code: str, *, title: str, intro: str) -> dict[str, Any]:
-    """The script as a notebook (nbformat 4, as JSON data): a title cell, then its top-level chunks."""
+    """The script as a notebook (nbformat 4, as JSON data): a title cell, the check's docstring as a Markdown
+    cell, then its top-level chunks as code cells."""
     def lines(text: str) -> list[str]:
         return text.splitlines(keepends=True)
 
+    doc, code = _docstring(code)
     cells: list[dict[str, Any]] = [{"cell_type": "markdown", "id": "cell-0", "metadata": {},
                                     "source": lines(f"# {title}\n\n{intro}")}]
+    if doc:
+        cells.append({"cell_type": "markdown", "id": "cell-doc", "metadata": {}, "source": lines(doc)})
     cells += [{"cell_type": "code", "id": f"cell-{i}", "metadata": {}, "execution_count": None, "outputs": [],
                "source": lines(c)} for i, c in enumerate(_cells(code), start=1)]
     return {"nbformat": 4, "nbformat_minor": 5, "cells": cells,
@@ -295,7 +630,7 @@ class Offered:
 
 def offer(check: Path, checks_dir: Path, dest: Path, *, pid: str, title: str, page_url: str = "",
           cache: Path | None = None, environment: Any = None, run: bool = True, timeout: int = 600,
-          runner: Runner | None = None, key: str = "") -> Offered:
+          runner: Runner | None = None, key: str = "", root: Path | None = None) -> Offered:
     """Write ``check`` into ``dest`` as a script and as a notebook executed (raises NotebookError).
 
     Executed notebooks are cached in ``cache`` like checks: the first key hashes the script, ``environment``
@@ -305,7 +640,7 @@ def offer(check: Path, checks_dir: Path, dest: Path, *, pid: str, title: str, pa
     uncached notebook is written without outputs.
     """
     heading = f"{pid} · {title}"
-    code = script(check, checks_dir, title=heading, page_url=page_url)
+    code, libs = _script(check, checks_dir, title=heading, page_url=page_url, root=root)
     dest.mkdir(parents=True, exist_ok=True)
     (dest / check.name).write_text(code, encoding="utf-8")
     stamp = json.dumps([NOTEBOOK_CACHE_VERSION, _SELF, code, environment, key], sort_keys=True, default=str)
@@ -320,8 +655,10 @@ def offer(check: Path, checks_dir: Path, dest: Path, *, pid: str, title: str, pa
         if fresh:
             _write_notebook(dest / f"{check.stem}.ipynb", nb_cached)
             return Offered(nb_cached, cached=True)
-    intro = (f"The check of [{pid}]({page_url or '.'}), cell by cell, as the book ran it for its build. "
-             "Change a `given(...)` and run the cells again.")
+    needs = f"{', '.join(libs)} (`{pip_line(libs)}`)" if libs else "nothing beyond the standard library"
+    intro = (f"The check of {f'[{pid}]({page_url})' if page_url else pid}, cell by cell, as the book ran it for "
+             f"its build. Change a `given(...)` and run the cells again. It needs Python 3.11 or later and {needs}; "
+             "not numbook.")
     nb = notebook(code, title=heading, intro=intro)
     started = time.perf_counter()
     reads: dict[str, Any] = {}
@@ -414,7 +751,7 @@ class Job:
     title: str
     check: Path
     dest: Path           # the folder the script and the notebook are written to
-    url: str
+    url: str             # the page's public address, or "" (public_url)
     result: CheckResult  # the check's result in this build: its output is what the notebook must print
 
 
@@ -432,9 +769,12 @@ def offer_all(jobs: Iterable[Job], runner: Runner, *, run: bool = True, timeout:
         try:
             done = offer(job.check, runner.checks_dir, job.dest, pid=job.pid, title=job.title, page_url=job.url,
                          cache=cache, environment=[runner.versions, runner.device, runner.machinery], run=run,
-                         timeout=int(job.result.timeout_s or timeout), runner=runner, key=job.result.key)
+                         timeout=int(job.result.timeout_s or timeout), runner=runner, key=job.result.key,
+                         root=runner.root)
         except NotebookError as exc:
             return Diagnostic(job.page, job.line, f"the notebook generated from {rel} raised: {exc}")
+        except StandaloneError as exc:
+            return Diagnostic(job.page, job.line, f"{rel} cannot be offered to run yourself: {exc}")
         offered.append(done)
         out = printed(done.notebook)
         wrong = None if out is None else mismatch(out, job.result.stdout, measured=bool(job.result.measured))

@@ -173,3 +173,26 @@ def test_the_404_page_is_styled_where_the_site_is_served(tab: Any) -> None:
     assert response is not None and response.status == 404
     # the stylesheet loaded: Material's header is laid out, not an unstyled list
     assert page.locator("header.md-header").evaluate("e => getComputedStyle(e).position") == "sticky"
+
+
+def test_a_problem_page_moves_under_a_megabyte_and_loads_no_mathjax(browser: Any, base_url: str) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    sizes: dict[str, int] = {}
+    page.on("response", lambda r: sizes.__setitem__(r.url, len(r.body())) if r.ok else None)
+    page.goto(base_url + "problems/I.4.B07/", wait_until="networkidle")
+    context.close()
+    total = sum(sizes.values())
+    assert total < 1_000_000, f"I.4.B07 moved {total:,} bytes: {sorted(sizes.items(), key=lambda kv: -kv[1])[:4]}"
+    assert not any(("mathjax" in url.lower() and url.endswith(".js")) or "search_index.json" in url for url in sizes)
+
+
+def test_the_math_shows_with_javascript_off(browser: Any, base_url: str) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, java_script_enabled=False)
+    page = context.new_page()
+    page.goto(base_url + "problems/I.4.B07/", wait_until="load")
+    drawn = page.evaluate("""() => [...document.querySelectorAll('span.arithmatex svg, div.arithmatex svg')]
+        .filter(svg => svg.getBoundingClientRect().width > 4 && svg.querySelector('use')).length""")
+    total = page.locator(".arithmatex").count()
+    context.close()
+    assert total > 50 and drawn == total

@@ -3,6 +3,7 @@ of what does not fit.
 
     python tools/screenshots.py site/ /tmp/shots          # every page
     python tools/screenshots.py site/ /tmp/shots inference/batching/
+    python tools/screenshots.py --width=390 site/ /tmp/shots     # the phone views only
 
 For each page and each of the four views it writes ``<out>/<page>--<width>-<scheme>.png`` (the
 top of the page, one viewport high, and a full-page image scaled to the width) and prints
@@ -66,6 +67,9 @@ def pages(site: Path, only: list[str]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    widths = {int(a.split("=", 1)[1]) for a in argv if a.startswith("--width=")}
+    argv = [a for a in argv if not a.startswith("--width=")]
+    views = [v for v in VIEWS if not widths or v[0] in widths]
     site, out, only = Path(argv[0]), Path(argv[1]), argv[2:]
     out.mkdir(parents=True, exist_ok=True)
     handler = functools.partial(Quiet, directory=str(site))
@@ -76,7 +80,7 @@ def main(argv: list[str]) -> int:
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium",
                                      args=["--headless", "--no-sandbox", "--disable-gpu"])
-        for width, height, scheme in VIEWS:
+        for width, height, scheme in views:
             ctx = browser.new_context(viewport={"width": width, "height": height}, color_scheme=scheme)  # type: ignore[arg-type]
             page = ctx.new_page()
             for uri in pages(site, only):
@@ -97,7 +101,7 @@ def main(argv: list[str]) -> int:
         browser.close()
     httpd.shutdown()
     n = len(pages(site, only))
-    print(f"{n} pages x {len(VIEWS)} views: {faults} things that do not fit; screenshots in {out}")
+    print(f"{n} pages x {len(views)} views: {faults} things that do not fit; screenshots in {out}")
     return 1 if faults else 0
 
 

@@ -64,7 +64,8 @@ SPOKEN = [
     (r"a | b", "a | b"),
     (r"\sqrt{d}", "the square root of d"),
     (r"W_{1}", "W sub 1"),
-    (r"\sum_{i=1}^{n} x_i", "the sum of from i equals 1 to n x sub i"),
+    (r"\sum_{i=1}^{n} x_i", "the sum from i equals 1 to n of x sub i"),
+    (r"\sum x", "the sum of x"),
     (r"b \lceil n/b \rceil", "b the ceiling of n over b"),
 ]
 

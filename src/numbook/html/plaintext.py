@@ -248,7 +248,8 @@ class _Reader:
         if name in _SYMBOLS:
             seen, said = _SYMBOLS[name]
             if name in _BIG:    # a big operator: its limits with it, a space either side
-                out: list[str | _Op] = [f" {said} " if spoken else f" {seen}"]
+                base = said.removesuffix(" of")   # spoken: "the sum from i equals 1 to n of"
+                out: list[str | _Op] = [f" {base} " if spoken else f" {seen}"]
                 self._skip_space()
                 while self.at < len(self.tokens) and self.tokens[self.at] in ("^", "_", "\\limits"):
                     tok = self.tokens[self.at]
@@ -258,7 +259,7 @@ class _Reader:
                     elif tok != "\\limits":
                         out += self._script(tok)
                     self._skip_space()
-                return [*out, " "]
+                return [*out, " of " if spoken and base != said else " "]
             return [f" {said} " if spoken else seen]
         if len(name) == 1 and not name.isalpha():
             return [name] if name not in "{}\\" else []

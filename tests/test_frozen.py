@@ -83,6 +83,8 @@ def env(tmp_path: Path, *, fake_smi: bool = False, device: str | None = None) ->
         (fake / "nvidia-smi").chmod(0o755)
         paths.insert(0, str(fake))
     out["PATH"] = os.pathsep.join(paths)
+    if shutil.which("node"):   # the build draws its math with Node, which lives beside nvidia-smi on many machines
+        out["NUMBOOK_NODE"] = str(shutil.which("node"))
     if device:
         out["NUMBOOK_DEVICE"] = device
     return out

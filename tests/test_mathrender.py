@@ -116,5 +116,6 @@ def test_the_sites_mathjax_stylesheet_is_the_renderers(renderer: MathRenderer) -
 
 def test_without_node_the_build_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("NUMBOOK_NODE", raising=False)
     with pytest.raises(NodeMissing, match=r"install it \(Debian: apt-get install -y nodejs\)"):
         MathRenderer().render([("x", False)])

@@ -41,7 +41,8 @@ def test_no_page_requests_a_third_party_host(site: Path) -> None:
 def _book_copy(tmp_path: Path) -> Path:
     root = tmp_path / "book"
     root.mkdir()
-    for name in ("problems", "checks", "docs", "tools", "src", "servebench"):  # src, servebench: hashes the cache holds
+    # src, servebench: hashes the cache holds; overrides: the theme's custom_dir
+    for name in ("problems", "checks", "docs", "overrides", "tools", "src", "servebench"):
         shutil.copytree(ROOT / name, root / name)
     shutil.copy(ROOT / "mkdocs.yml", root / "mkdocs.yml")
     if (ROOT / ".cache").is_dir():

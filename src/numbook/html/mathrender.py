@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -36,9 +37,11 @@ from pathlib import Path
 
 from numbook.html.plaintext import plain, spoken
 
-__all__ = ["MathRenderer", "MathError", "NodeMissing", "render_page", "RENDER_SCRIPT", "equations"]
+__all__ = ["MathRenderer", "MathError", "NodeMissing", "render_page", "RENDER_SCRIPT", "NODE_ENV", "equations"]
 
 RENDER_SCRIPT = Path(__file__).with_name("mathjax") / "render.cjs"
+NODE_ENV = "NUMBOOK_NODE"
+"""Names the ``node`` to run (a path), where it is not the one on PATH."""
 
 _EQUATION = re.compile(r'<(span|div) class="arithmatex">(.*?)</\1>', re.S)
 _CLAIMS = re.compile(r'<script type="application/json" class="nb-claims">(.*?)</script>', re.S)
@@ -81,7 +84,7 @@ class MathRenderer:
     _memo: dict[str, tuple[list[str], str]] = field(default_factory=dict)
 
     def _start(self) -> subprocess.Popen[str]:
-        node = shutil.which(self.node or "node")
+        node = shutil.which(self.node or os.environ.get(NODE_ENV) or "node")
         if not node:
             raise NodeMissing("numbook renders math at build time with Node.js (18 or newer), and `node` is not "
                               "on PATH: install it (Debian: apt-get install -y nodejs)")

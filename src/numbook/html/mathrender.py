@@ -175,7 +175,7 @@ def equations(page_html: str) -> list[tuple[str, bool]]:
 def _claim_index(page_html: str) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     for m in _CLAIMS.finditer(page_html):
-        for c in json.loads(html.unescape(m.group(1)) if "&quot;" in m.group(1) else m.group(1)):
+        for c in json.loads(m.group(1)):   # a script's text: JSON as written, never HTML-escaped
             out[str(c["id"])] = {k: str(v) for k, v in c.items()}
     return out
 

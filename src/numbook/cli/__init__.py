@@ -1,6 +1,8 @@
 """The author CLI: ``numbook verify`` runs every check and verifies every claim, without HTML.
 
-    numbook verify [--root DIR] [--no-cache] [--jobs N] [--progress | --no-progress]
+    numbook verify [--root DIR] [--no-cache] [--jobs N] [--progress | --no-progress] [--record-times]
+    numbook verify --shard K/N [--bundle FILE]
+    numbook shards N [--root DIR] [--list | --json]
     numbook run CHECK [--root DIR] [--cache]
     numbook lint [--root DIR]
     numbook new ID "Title" [--root DIR]
@@ -11,7 +13,9 @@ the pages with the build's own pass (``numbook.core.bookpass``), prints one line
 (``path:line: message``) and a table of the checks, and exits non-zero when anything is wrong.
 ``run`` runs one check alone and shows what it recorded; ``lint`` checks the book's structure
 without running a check (``verify`` includes it); ``new`` scaffolds a problem page and its check;
-``freeze`` runs every GPU check on this machine's GPU and writes its frozen result.
+``freeze`` runs every GPU check on this machine's GPU and writes its frozen result; ``shards`` prints
+how ``verify --shard K/N`` deals the checks into N shards, balanced by ``checks/runtimes.json``
+(``numbook.run.shards``), which ``verify --record-times`` writes.
 """
 
 from __future__ import annotations
@@ -33,13 +37,15 @@ from numbook.core.bookpass import BuildResults, verify_book
 from numbook.core.diagnostics import Diagnostic
 from numbook.core.ledger import diff, format_diff, read_ledger
 from numbook.core.lint import label_faults, lint_book, orphan_faults, structure_faults
-from numbook.core.result import Source
+from numbook.core.result import Source, read_header
 from numbook.core.verify import PageReport, RecordKind, Results, failure_message
 from numbook.mkdocs.config import ConfigError, Layout, load_layout
+from numbook.run.cache import relative
 from numbook.run.freeze import FreezeError, freeze_checks
 from numbook.run.frozen import narrow_facts
 from numbook.run.perturb import format_report, load_report, merge, perturb, report_path, save_report
-from numbook.run.runner import CACHED_ONLY_ENV, CheckResult, Progress, Runner, shard
+from numbook.run.runner import CACHED_ONLY_ENV, CheckResult, Progress, Runner
+from numbook.run.shards import RUNTIMES_FILE, Plan, RuntimesError, plan, read_runtimes, weight, write_runtimes
 
 __all__ = ["main", "check_book", "load_layout", "lint", "run_check", "freeze_book", "progress_line"]
 
@@ -205,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
     v.add_argument("--shard", metavar="K/N", help="run only the K-th of N deterministic shards of the checks and "
                                                  "write their results as a bundle (see numbook merge)")
     v.add_argument("--bundle", type=Path, help="where --shard writes its bundle (default numbook-shard-K-of-N.json)")
+    v.add_argument("--record-times", action="store_true",
+                   help=f"write each check's run time in core-seconds to checks/{RUNTIMES_FILE}, which --shard "
+                        "balances the shards by")
     v.add_argument("--only", action="append", default=[], metavar="CHECK",
                    help="with --perturb: nudge only this check's inputs (repeatable)")
     v.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -223,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     f = sub.add_parser("freeze", help="run every requires=cuda check on this GPU and write its frozen result")
     f.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
     f.add_argument("--jobs", type=int, default=1, help="GPU checks run at once (default 1)")
+    sh = sub.add_parser("shards", help="print how verify --shard K/N deals the checks into N shards (runs nothing)")
+    sh.add_argument("n", type=int, help="the number of shards")
+    sh.add_argument("--root", type=Path, default=Path("."), help="the folder holding mkdocs.yml")
+    shown = sh.add_mutually_exclusive_group()
+    shown.add_argument("--list", action="store_true", help="each shard's checks and their weights too")
+    shown.add_argument("--json", action="store_true", help="the plan as JSON: the shards, their checks and weights")
     mg = sub.add_parser("merge", help="put shard bundles' results into the cache; then mkdocs build runs no check "
                                       "(set NUMBOOK_CACHED_ONLY=1 to make it refuse to)")
     mg.add_argument("bundles", type=Path, nargs="+", help="bundles written by numbook verify --shard K/N")
@@ -268,9 +283,15 @@ def _command(args: Any) -> int:
         return run_check(root, args.check, cache=args.cache)[0]
     if args.command == "freeze":
         return _freeze(root, args.jobs)
+    if args.command == "shards":
+        return _shards(root, args)
     if args.command == "verify":
         started = time.perf_counter()
         show = sys.stderr.isatty() if args.progress is None else args.progress
+        if args.record_times and (args.shard or args.perturb):
+            print(f"numbook verify: --record-times needs every check's plain run: leave out "
+                  f"{'--shard' if args.shard else '--perturb'}", file=sys.stderr)
+            return 2
         if args.shard:
             return _shard(root, args, show)
         book = check_book(root, cache=not args.no_cache, jobs=args.jobs,
@@ -301,6 +322,8 @@ def _command(args: Any) -> int:
             pruned = runner.prune()   # (a perturbed run's entries are kept for the next --perturb)
             if pruned:
                 print(f"cache: pruned {pruned} entries that no check of this build reaches")
+        if args.record_times:
+            _record_times(runner, results)
         total = sum(claims.values())
         print(f"{len(results)} checks, {total} claims verified, {len(diags)} faults "
               f"in {time.perf_counter() - started:.2f} s")
@@ -308,16 +331,89 @@ def _command(args: Any) -> int:
     return 2  # pragma: no cover
 
 
+def _record_times(runner: Runner, results: dict[str, CheckResult]) -> None:
+    """``verify --record-times``: each ok check's weight (its run time, now or when its cached result ran, in
+    core-seconds: numbook.run.shards.weight) into checks/runtimes.json; a check that failed keeps its earlier
+    entry, a check no page names any more loses its."""
+    path = runner.checks_dir / RUNTIMES_FILE
+    shown = runner.rel(path)
+    try:
+        earlier = read_runtimes(path, shown)
+    except RuntimesError as exc:
+        print(f"numbook verify: replacing a malformed record: {exc}", file=sys.stderr)
+        earlier = {}
+    seconds: dict[str, float] = {}
+    kept = 0
+    for r in {r.check: r for r in results.values()}.values():
+        if r.ok:
+            seconds[r.check] = weight(r.elapsed_s, read_header(runner.resolve(r.check).read_text(encoding="utf-8")))
+        elif r.check in earlier:
+            seconds[r.check] = earlier[r.check]
+            kept += 1
+    written = write_runtimes(path, seconds)
+    heaviest = sorted(written, key=lambda c: (-written[c], c))[:3]
+    print(f"record: wrote {shown}: {len(written)} checks, {sum(written.values()):.1f} core-s in all"
+          + (f" ({kept} failed now and kept their earlier time)" if kept else "")
+          + "; heaviest " + ", ".join(f"{Path(c).stem} {written[c]:g}" for c in heaviest))
+
+
+def _plan(root: Path, layout: Layout, n: int) -> tuple[Plan, list[str], str]:
+    """The book's checks (as results name them: checks/x.py) dealt into n shards by the record; the record's name.
+    Raises RuntimesError for a malformed record, ValueError for a bad N."""
+    book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
+    checks_dir = root / layout.checks_dir
+    names = [relative(root, root / c if Path(c).parts[0] == checks_dir.name else checks_dir / c)
+             for c in book.checks()]
+    path = checks_dir / RUNTIMES_FILE
+    shown = relative(root, path)
+    return plan(names, n, read_runtimes(path, shown)), names, shown
+
+
+def _unrecorded(p: Plan) -> str:
+    return f"{len(p.unrecorded)} unrecorded" + (f", weighed {p.guess:.2g} core-s each" if p.unrecorded else "")
+
+
+def _shards(root: Path, args: Any) -> int:
+    """``numbook shards N``: the plan of ``verify --shard K/N`` for every K, without running a check."""
+    try:
+        p, names, shown = _plan(root, load_layout(root), args.n)
+    except ValueError as exc:   # RuntimesError names the file itself
+        print(f"numbook shards: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps({"n": args.n, "record": shown, "unrecorded": p.unrecorded, "guess": p.guess,
+                          "shards": [{"checks": s, "seconds": round(w, 3)} for s, w in zip(p.shards, p.weights,
+                                                                                            strict=True)]}, indent=1))
+        return 0
+    for k, (checks, w) in enumerate(zip(p.shards, p.weights, strict=True), 1):
+        print(f"shard {k}/{args.n}: {len(checks)} checks, {w:.1f} core-s")
+        if args.list:
+            for c in sorted(checks, key=lambda c: (-p.of[c], c)):
+                print(f"  {c} {p.of[c]:g}" + (" (unrecorded)" if c in p.unrecorded else ""))
+    robin = [sorted(names)[k::args.n] for k in range(args.n)]
+    print(f"{args.n} shards of {len(names)} checks by {shown}: heaviest {p.heaviest:.1f} core-s, "
+          f"{p.balance:.2f}x the mean {p.total / args.n:.1f} (round-robin by name: {p.balance_of(robin):.2f}x); "
+          f"{_unrecorded(p)}")
+    return 0
+
+
 def _shard(root: Path, args: Any, show: bool) -> int:
     """``verify --shard K/N``: run the K-th of N shards of the checks and write their results as a bundle."""
     try:
         k, n = (int(x) for x in args.shard.split("/"))
+        if not 1 <= k <= n:
+            raise ValueError(f"shard {k}/{n}: K must be between 1 and N")
         layout = load_layout(root)
-        book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
-        mine = shard(book.checks(), k, n)
+        p, names, _ = _plan(root, layout, n)
+    except RuntimesError as exc:
+        print(f"numbook verify: {exc}", file=sys.stderr)
+        return 2
     except ValueError as exc:
         print(f"numbook verify: --shard {args.shard}: {exc}", file=sys.stderr)
         return 2
+    mine = p.shards[k - 1]
+    print(f"shard {k}/{n}: {len(mine)} of {len(names)} checks, {p.weights[k - 1]:.1f} core-s recorded (heaviest "
+          f"shard {p.heaviest:.1f} core-s, total {p.total:.1f} core-s; {_unrecorded(p)})", flush=True)
     runner = _runner(root, layout, cache=True, jobs=args.jobs)
     results = runner.run_many(mine, progress=_print_progress if show else None)
     failed = [r for r in results.values() if not r.ok]
@@ -325,7 +421,7 @@ def _shard(root: Path, args: Any, show: bool) -> int:
         print(f"{r.check}: {r.status}: {failure_message(r, r.check)[0]}", file=sys.stderr)
     out = Path(args.bundle or f"numbook-shard-{k}-of-{n}.json")
     out.write_text(json.dumps(runner.bundle(list(results.values()))), encoding="utf-8")
-    print(f"shard {k}/{n}: {len(mine)} of {len(book.checks())} checks, {len(failed)} failed; wrote {out}")
+    print(f"shard {k}/{n}: {len(mine)} of {len(names)} checks, {len(failed)} failed; wrote {out}")
     return 1 if failed else 0
 
 

@@ -38,9 +38,11 @@ from numbook.core.result import (
 from numbook.run.cache import CACHE_VERSION, ResultCache, first_key, relative
 from numbook.run.executor import MACHINERY, PRELOAD, Executor
 from numbook.run.machine import detect_device  # one of this module's names, as before
+from numbook.run.shards import plan_shards, read_runtimes, shard, write_runtimes  # this module's names too
 
 __all__ = ["CheckResult", "CheckHeader", "Status", "Runner", "Progress", "read_header", "detect_device",
-           "DEFAULT_MEMORY", "CACHE_VERSION", "CACHED_ONLY_ENV", "shard"]
+           "DEFAULT_MEMORY", "CACHE_VERSION", "CACHED_ONLY_ENV", "shard", "plan_shards",
+           "read_runtimes", "write_runtimes"]
 
 CACHED_ONLY_ENV = "NUMBOOK_CACHED_ONLY"
 """Set (to anything) for a build that must run no check: every result comes from the cache (merged shards)."""
@@ -245,9 +247,3 @@ class Runner:
         """Remove every cache entry whose first key no check of this runner computed; how many were removed."""
         return self.cache.prune()
 
-
-def shard(checks: list[str], k: int, n: int) -> list[str]:
-    """The k-th (1-based) of n deterministic shards: sorted checks dealt round-robin."""
-    if not 1 <= k <= n:
-        raise ValueError(f"shard {k}/{n}: K must be between 1 and N")
-    return [c for i, c in enumerate(sorted(set(checks))) if i % n == k - 1]

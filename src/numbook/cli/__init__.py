@@ -36,7 +36,7 @@ from numbook.core.book import Book
 from numbook.core.bookpass import BuildResults, verify_book
 from numbook.core.diagnostics import Diagnostic
 from numbook.core.ledger import diff, format_diff, read_ledger
-from numbook.core.lint import label_faults, lint_book, orphan_faults, structure_faults
+from numbook.core.lint import label_faults, lint_book, orphan_faults, structure_faults, used_checks
 from numbook.core.result import Source, read_header
 from numbook.core.verify import PageReport, RecordKind, Results, failure_message
 from numbook.mkdocs.config import ConfigError, Layout, load_layout
@@ -359,11 +359,15 @@ def _record_times(runner: Runner, results: dict[str, CheckResult]) -> None:
 
 def _plan(root: Path, layout: Layout, n: int) -> tuple[Plan, list[str], str]:
     """The book's checks (as results name them: checks/x.py) dealt into n shards by the record; the record's name.
-    Raises RuntimesError for a malformed record, ValueError for a bad N."""
+    Raises RuntimesError for a malformed record, ValueError for a bad N.
+
+    The checks are every check a page uses, as the build runs them: a page's ``check:``, its ``check`` fences and
+    the checks its claims name (``[[8|other:name]]``), so that a build from the merged shards finds every result."""
     book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
     checks_dir = root / layout.checks_dir
-    names = [relative(root, root / c if Path(c).parts[0] == checks_dir.name else checks_dir / c)
-             for c in book.checks()]
+    used = {c for e in book.entries.values() if e.meta is not None for c in used_checks(e)} | set(book.checks())
+    names = sorted({relative(root, root / c if Path(c).parts[0] == checks_dir.name else checks_dir / c)
+                    for c in used})
     path = checks_dir / RUNTIMES_FILE
     shown = relative(root, path)
     return plan(names, n, read_runtimes(path, shown)), names, shown

@@ -6,14 +6,16 @@ report the same faults.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from numbook.core.diagnostics import Diagnostic
-from numbook.core.page import ChapterMeta, PageMeta, ProblemMeta, read_meta, split_front_matter
+from numbook.core.page import ChapterMeta, FrontMatter, Meta, PageMeta, ProblemMeta, read_meta, split_front_matter
+from numbook.core.structure import PAGES_REMEMBERED
 
-__all__ = ["Book", "Entry", "id_key"]
+__all__ = ["Book", "Entry", "book_path", "id_key"]
 
 _ROMAN = {"I": 1, "II": 2, "III": 3, "IV": 4, "V": 5, "VI": 6, "VII": 7, "VIII": 8, "IX": 9, "X": 10}
 
@@ -69,6 +71,24 @@ class Entry:
         return str(self.meta.title) if self.meta is not None and self.meta.title else self.path
 
 
+@functools.lru_cache(maxsize=PAGES_REMEMBERED)
+def book_path(file: str, root: str) -> str:
+    """A page's path relative to the book's root (symbolic links resolved), as diagnostics name it; as given where
+    it lies outside. Remembered: resolving walks every folder of the path, and serve asks on every rebuild."""
+    try:
+        return Path(file).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return file
+
+
+@functools.lru_cache(maxsize=PAGES_REMEMBERED)
+def _parsed(raw: str, path: str) -> tuple[FrontMatter, Meta | None, tuple[Diagnostic, ...]]:
+    """A page's front matter read and checked, remembered by its text (serve reads every page on each rebuild)."""
+    fm = split_front_matter(raw, path)
+    meta, errors = read_meta(fm, path)
+    return fm, meta, tuple(errors)
+
+
 @dataclass
 class Book:
     """All pages with front matter, indexed by problem and chapter ID."""
@@ -79,20 +99,18 @@ class Book:
     chapters: dict[str, Entry] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     failed_ids: set[str] = field(default_factory=set)   # IDs of problem pages whose front matter failed
+    # who draws on whom, built on the first users() after a change: one pass, not one per page (O(n) a page)
+    _users: dict[str, list[str]] | None = field(default=None, init=False, repr=False, compare=False)
 
     def add(self, uri: str, file: Path) -> Entry:
         """Read one page's front matter and index it."""
-        try:
-            path = file.resolve().relative_to(self.root.resolve()).as_posix()
-        except ValueError:
-            path = str(file)
-        raw = file.read_text(encoding="utf-8")
-        fm = split_front_matter(raw, path)
-        meta, errors = read_meta(fm, path)
+        path = book_path(str(file), str(self.root))
+        fm, meta, errors = _parsed(file.read_text(encoding="utf-8"), path)
         self.diagnostics += errors
         assert meta is None or isinstance(meta, ProblemMeta | ChapterMeta | PageMeta)
         entry = Entry(uri, path, meta, fm.lines, fm.offset, fm.body, failed=bool(errors))
         self.entries[uri] = entry
+        self._users = None
         if errors and isinstance(fm.data.get("id"), str):
             self.failed_ids.add(fm.data["id"])  # links to it are not faults of their own
         if isinstance(meta, ProblemMeta):
@@ -122,7 +140,13 @@ class Book:
 
     def users(self, pid: str) -> list[str]:
         """IDs of the problems that draw on ``pid``."""
-        return sorted((q for q, e in self.problems.items() if pid in e.pmeta.draws_on), key=id_key)
+        if self._users is None:
+            index: dict[str, list[str]] = {}
+            for q in sorted(self.problems, key=id_key):
+                for target in dict.fromkeys(self.problems[q].pmeta.draws_on):
+                    index.setdefault(target, []).append(q)
+            self._users = index
+        return list(self._users.get(pid, []))
 
     def link_diagnostics(self, entry: Entry) -> list[Diagnostic]:
         """A draws-on target that is no problem of the book is an error."""

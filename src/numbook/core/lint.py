@@ -16,11 +16,11 @@ import functools
 import re
 from pathlib import Path
 
-from numbook.core.book import Book, Entry
+from numbook.core.book import Book, Entry, book_path
 from numbook.core.diagnostics import Diagnostic
 from numbook.core.page import split_front_matter
 from numbook.core.result import read_header
-from numbook.core.structure import check_file_name, code_spans, h2, walk
+from numbook.core.structure import PAGES_REMEMBERED, check_file_name, code_spans, h2, walk
 from numbook.core.verify import CHECK_FENCE, CLAIM, display, section_faults, unbound_numbers
 
 __all__ = ["lint_book", "label_faults", "printed_digits", "structure_faults", "orphan_faults", "used_checks",
@@ -32,7 +32,7 @@ def used_checks(entry: Entry) -> set[str]:
     return set(_used_checks(entry.check, entry.body))
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=PAGES_REMEMBERED)
 def _used_checks(check: str | None, body: str) -> frozenset[str]:
     """used_checks of one page's text, remembered: ``mkdocs serve`` asks again for every page on each rebuild."""
     used = {check} if check else set()
@@ -56,8 +56,14 @@ def _used_checks(check: str | None, body: str) -> frozenset[str]:
 
 def section_diagnostics(entry: Entry) -> list[Diagnostic]:
     """Missing or misordered sections of a problem page (the claim processor's own rule)."""
-    seen = [t for ln in walk(entry.body) if not ln.code and (t := h2(ln.text)) is not None]
-    return section_faults(entry.path, seen, entry.offset + 1)
+    return section_faults(entry.path, list(_sections(entry.body)), entry.offset + 1)
+
+
+@functools.lru_cache(maxsize=PAGES_REMEMBERED)
+def _sections(body: str) -> tuple[str, ...]:
+    """The titles of a page's second-level headings, in order, remembered by the text (serve asks on every
+    rebuild)."""
+    return tuple(t for ln in walk(body) if not ln.code and (t := h2(ln.text)) is not None)
 
 
 def _problem_pages(book: Book, problems_dir: str) -> list[Entry]:
@@ -75,7 +81,7 @@ def printed_digits(source: str) -> list[tuple[int, str, str]]:
     return list(_printed_digits(source))
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=PAGES_REMEMBERED)
 def _printed_digits(source: str) -> tuple[tuple[int, str, str], ...]:
     """(line, literal, digits) for each digit typed into a string a check prints.
 
@@ -112,7 +118,7 @@ def label_faults(book: Book, checks_dir: Path) -> list[Diagnostic]:
         path = checks_dir / name if not name.startswith(checks_dir.name + "/") else root / name
         if not path.is_file():
             continue
-        shown = path.resolve().relative_to(root).as_posix() if path.resolve().is_relative_to(root) else str(path)
+        shown = book_path(str(path), str(root))
         for line, text, digits in printed_digits(path.read_text(encoding="utf-8")):
             short = text if len(text) <= 50 else text[:47] + "…"
             diags.append(Diagnostic(shown, line, f"printed label '{short}' types the number {digits}: build it from "
@@ -137,6 +143,8 @@ def quiz_faults(entry: Entry) -> list[Diagnostic]:
     A quick check asks the reader to predict or apply before the text says it; one answered word
     for word just above tests reading, not understanding.
     """
+    if "///" not in entry.body:
+        return []   # no block at all, so no quick check: the lines are not walked (a rebuild asks for every page)
     lines = list(walk(entry.body))
     out: list[Diagnostic] = []
     for i, ln in enumerate(lines):

@@ -22,11 +22,17 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-__all__ = ["Line", "walk", "code_spans", "paragraph_code_spans", "math_ranges", "inside", "h2", "heading",
-           "FRONT_MATTER", "check_file_name", "list_ordinals"]
+__all__ = ["PAGES_REMEMBERED", "Line", "walk", "code_spans", "paragraph_code_spans", "math_ranges", "inside", "h2",
+           "heading", "FRONT_MATTER", "check_file_name", "list_ordinals"]
 
 FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)?(?:---|\.\.\.)[ \t]*(?:\n|\Z)", re.DOTALL)
 """The one front-matter rule (MkDocs' own: ``mkdocs.utils.meta``)."""
+
+PAGES_REMEMBERED = 1 << 15
+"""How many texts the per-text memos keep (lines here; the checks a page uses and the digits a check's labels
+type, in numbook.core.lint): more than a book has pages, several times over. A memo smaller than the book
+forgets every page before it is asked again (a build walks the pages in order), so each rebuild under
+``mkdocs serve`` would read every page anew."""
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<rest>.*)$")
 _HEADING = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*(?:\{[^}]*\})?[ \t]*#*[ \t]*$")
@@ -63,7 +69,7 @@ def walk(text: str) -> tuple[Line, ...]:
     return _walk(text)
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=PAGES_REMEMBERED)
 def _walk(text: str) -> tuple[Line, ...]:
     return tuple(_lines(text))
 

@@ -48,7 +48,7 @@ from numbook.mkdocs.config import EXTENSION_MISSING, NumbookConfig, memory_optio
 from numbook.mkdocs.nav import add_problems
 from numbook.mkdocs.runreport import report_markdown
 from numbook.mkdocs.searchview import search_view
-from numbook.mkdocs.serve import TEMPLATES, poll_faster
+from numbook.mkdocs.serve import TEMPLATES, remember_listings, watch_sooner
 from numbook.run.frozen import changed_reads
 from numbook.run.perturb import load_report, report_path, stale
 from numbook.run.runner import CACHED_ONLY_ENV, CheckResult, Runner
@@ -112,6 +112,15 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
             config.markdown_extensions.append("pymdownx.superfences")
         if "pymdownx.details" not in config.markdown_extensions:
             config.markdown_extensions.append("pymdownx.details")   # the run report folds each check
+        if self.serving:   # MkDocs lists the theme's files right after making its environment, before any event
+            made, book_root = config.theme.get_env, root
+
+            def get_env() -> jinja2.Environment:
+                env = made()
+                remember_listings(env, book_root)
+                return env
+
+            config.theme.get_env = get_env  # type: ignore[method-assign]
         fences = config.mdx_configs.setdefault("pymdownx.superfences", {}).setdefault("custom_fences", [])
         if not any(f.get("name") == "check" for f in fences):
             fences.append({"name": "check", "class": "check", "validator": check_validator,
@@ -254,7 +263,7 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
     def on_serve(self, server: Any, *, config: MkDocsConfig, builder: Any) -> Any:
         server.watch(str(self.config.problems_dir))
         server.watch(str(self.config.checks_dir))
-        poll_faster(server)
+        watch_sooner(server)
         return server
 
     def on_post_build(self, *, config: MkDocsConfig) -> None:
@@ -330,8 +339,12 @@ def _line_of(src: Path | None, tex: str) -> int:
 
 
 def _progress(done: int, total: int, res: CheckResult, running: list[str]) -> None:
-    """One line per finished check while the build waits for them: no minutes of silence."""
+    """One line per finished check while the build waits for them: no minutes of silence. A result from the cache
+    kept no one waiting and gets none (a thousand of them would be a thousand lines on every rebuild under serve);
+    the build's summary counts them."""
     how = res.source
+    if how is Source.CACHE and res.ok:
+        return
     still = f" · still running: {', '.join(running[:3])}{' …' if len(running) > 3 else ''}" if running else ""
     log.info(f"numbook: [{done}/{total}] {res.check} {res.status} {res.elapsed_s:.1f} s ({how}){still}")
 

@@ -21,6 +21,8 @@ this build keyed.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -69,16 +71,38 @@ def facts_digest(path: Path, keys: list[str]) -> str | None:
 
 def relative(root: Path, path: Path) -> str:
     """How the cache and a result name a file: relative to ``root`` in the project, else by its own path."""
+    return _relative(str(root), str(path))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _relative(root: str, path: str) -> str:
+    """:func:`relative`, remembered (resolving walks every folder of the path; a build names each check several
+    times, and ``mkdocs serve`` again on every rebuild)."""
     try:
-        return path.resolve().relative_to(root).as_posix()
+        return Path(path).resolve().relative_to(root).as_posix()
     except ValueError:
-        return str(path)
+        return path
 
 
 def first_key(rel: str, source: bytes, header: CheckHeader, *, versions: dict[str, str], device: str,
               timeout: float, memory: int | None, perturb: str | None = None) -> tuple[str, str]:
     """(first cache key, hash of the check's own source) of the check ``rel`` whose source is ``source``, run with
     ``timeout`` seconds and a ``memory`` limit (None: no limit); ``perturb`` names the input a nudged run nudges."""
+    memo = (rel, source, header, tuple(sorted(versions.items())), device, timeout, memory, perturb,
+            tuple(os.environ.get(name) for name in header.env), tuple(os.environ.get(name) for name in sorted(KEYED)))
+    found = _KEYS.get(memo)
+    if found is None:
+        found = _KEYS[memo] = _first_key(rel, source, header, versions=versions, device=device, timeout=timeout,
+                                         memory=memory, perturb=perturb)
+    return found
+
+
+_KEYS: dict[tuple[Any, ...], tuple[str, str]] = {}
+"""First keys by everything they are made of (serve asks for every check's on each rebuild)."""
+
+
+def _first_key(rel: str, source: bytes, header: CheckHeader, *, versions: dict[str, str], device: str,
+               timeout: float, memory: int | None, perturb: str | None = None) -> tuple[str, str]:
     own = hashlib.sha256(source).hexdigest()
     declared = {name: os.environ.get(name) for name in header.env}
     settings = {name: os.environ[name] for name in sorted(KEYED) if name in os.environ}
@@ -92,6 +116,14 @@ def first_key(rel: str, source: bytes, header: CheckHeader, *, versions: dict[st
     return key, own[:20]
 
 
+_HASHES: dict[tuple[str, int, int, int], str | None] = {}
+"""Hashes of the files runs read, by path, modification time, size and inode: kept for the process, so that
+``mkdocs serve``, which makes a new cache for each rebuild, hashes again only the files that changed."""
+_ENTRIES: dict[tuple[str, int, int, int], tuple[CheckResult, bool]] = {}
+"""Cache entries as read from disk (the result, and whether it is of this cache's format), by the same stamp;
+each use still checks the files its run read. No caller changes a result's dicts in place (they replace them)."""
+
+
 class ResultCache:
     """The cache entries of one project in ``folder`` (None: no cache), and the hashes of the files runs read."""
 
@@ -101,7 +133,7 @@ class ResultCache:
         self.keys: set[str] = set()   # every first key this build computed: what pruning keeps
         self.started = time.time()    # entries written since (another process's runs) are not this build's to prune
         self._guard = threading.Lock()
-        self._hashes: dict[tuple[str, int, int, int], str | None] = {}
+        self._hashes = _HASHES   # shared by every cache of the process: serve makes a new one for each rebuild
         self._entries: dict[tuple[str, str, tuple[str, ...]], str | None] = {}   # facts digests by file content
 
     def keep(self, key: str) -> None:
@@ -118,7 +150,7 @@ class ResultCache:
             st = path.stat()
         except OSError:
             return None
-        stamp = (rel, st.st_mtime_ns, st.st_size, st.st_ino)
+        stamp = (f"{self.root}\0{rel}", st.st_mtime_ns, st.st_size, st.st_ino)   # rel: "data/" lists, "data" reads
         if stamp not in self._hashes:
             digest = sandbox.listing_hash if rel.endswith("/") else sandbox.file_hash
             self._hashes[stamp] = digest(str(path))
@@ -147,17 +179,19 @@ class ResultCache:
         if self.folder is None:
             return None
         f = self.folder / f"{key}.json"
-        if not f.is_file():
-            return None
         try:
-            data = json.loads(f.read_text(encoding="utf-8"))
-            res = CheckResult.from_dict(data)
-        except (ValueError, TypeError):
+            st = f.stat()
+            stamp = (str(f), st.st_mtime_ns, st.st_size, st.st_ino)
+            read = _ENTRIES.get(stamp)
+            if read is None:
+                data = json.loads(f.read_text(encoding="utf-8"))
+                read = _ENTRIES[stamp] = (CheckResult.from_dict(data), data.get("cache_version") == CACHE_VERSION)
+        except (OSError, ValueError, TypeError, AttributeError):
             return None
-        if data.get("cache_version") != CACHE_VERSION or res.key != key or not self.fresh(res.reads):
+        kept, current = read
+        if not current or kept.key != key or not self.fresh(kept.reads):
             return None
-        res.cached = True
-        return res
+        return dataclasses.replace(kept, cached=True)   # a copy: the caller may set its fields
 
     def store(self, res: CheckResult, perturb: str | None = None) -> None:
         """Write the result of a run (ok or failed) under its key, and for a nudged run the input it nudged; a

@@ -18,6 +18,7 @@ one.
 from __future__ import annotations
 
 import os
+import stat
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -49,6 +50,28 @@ CACHED_ONLY_ENV = "NUMBOOK_CACHED_ONLY"
 
 Progress = Callable[[int, int, CheckResult, list[str]], None]
 """``progress(done, total, result, still_running)``: called as each check of ``run_many`` finishes."""
+
+
+_SOURCES: dict[tuple[str, int, int, int], bytes] = {}
+
+
+def _source(path: Path) -> bytes | None:
+    """A check's source (None where it is no file), read again only when its time, size or inode changed: a build
+    asks for each check's source three times, and ``mkdocs serve`` again for every check on each rebuild."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    stamp = (str(path), st.st_mtime_ns, st.st_size, st.st_ino)
+    found = _SOURCES.get(stamp)
+    if found is None:
+        try:
+            found = _SOURCES[stamp] = path.read_bytes()
+        except OSError:
+            return None
+    return found
 
 
 class Runner:
@@ -106,7 +129,9 @@ class Runner:
 
     def key(self, path: Path, header: CheckHeader | None = None, perturb: str | None = None) -> tuple[str, str]:
         """(first cache key, hash of the check's own source)."""
-        source = path.read_bytes()
+        source = _source(path)
+        if source is None:
+            raise FileNotFoundError(path)
         if header is None:
             header = read_header(source.decode("utf-8"))
         return first_key(self.rel(path), source, header, versions=self.versions, device=self.device,
@@ -123,14 +148,25 @@ class Runner:
 
         ``perturb`` names an input the check's ``given()`` nudges (``numbook verify --perturb``).
         """
+        res = self._result(check, perturb, run=True)
+        assert res is not None
+        return res
+
+    def known(self, check: str) -> CheckResult | None:
+        """The result of a check if it needs no run (from memory, from the cache, or a fault found before running);
+        None where :meth:`result` would run it."""
+        return self._result(check, None, run=False)
+
+    def _result(self, check: str, perturb: str | None, *, run: bool) -> CheckResult | None:
         path = self.resolve(check)
         rel = self.rel(path)
-        if not path.is_file():
+        source = _source(path)
+        if source is None:
             return CheckResult(rel, Status.MISSING)
         if not self.execute:  # the floor of a build: no check runs and no cached result is shown
             return CheckResult(rel, Status.SKIPPED)
         try:
-            header = read_header(path.read_text(encoding="utf-8"))
+            header = read_header(source.decode("utf-8"))
         except ValueError as exc:
             return CheckResult(rel, Status.ERROR, stderr=f"{rel}: {exc}")
         key, own = self.key(path, header, perturb)
@@ -142,6 +178,8 @@ class Runner:
                 return self._memo[key]
             res = self._cached(rel, key, own)
             if res is None:
+                if not run:
+                    return None
                 res = self._run(path, rel, header, key, own, perturb)
             self._memo[key] = res
             return res
@@ -219,6 +257,14 @@ class Runner:
             return res
 
         out: dict[str, CheckResult] = {}
+        for c in shared:   # what needs no run first, in this thread: a pool's hand-offs cost more than a lookup
+            found = self.known(c)
+            if found is not None:
+                out[c] = found
+                if progress is not None:
+                    done += 1
+                    progress(done, len(unique), found, [])
+        shared = [c for c in shared if c not in out]
         with ThreadPoolExecutor(max_workers=max(1, min(self.jobs, len(shared) or 1))) as pool:
             futures = {pool.submit(one, c): c for c in shared}
             for fut in as_completed(futures):
@@ -228,9 +274,9 @@ class Runner:
         return {c: out[c] for c in unique}
 
     def _alone(self, check: str) -> bool:
-        path = self.resolve(check)
+        source = _source(self.resolve(check))
         try:
-            return path.is_file() and read_header(path.read_text(encoding="utf-8")).alone
+            return source is not None and read_header(source.decode("utf-8")).alone
         except ValueError:
             return False
 

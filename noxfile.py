@@ -3,7 +3,7 @@
 # ///
 """Sessions: docs (strict build), serve, verify (checks and claims, no HTML), tests, lint, lint_bench.
 
-Heavy sessions (bench, freeze, rehearse) do not run by default.
+Heavy sessions (bench, scale, freeze, rehearse) do not run by default.
 
 Every session that builds, checks or tests the book runs in ONE environment, made by the `book`
 session: the tool and the harness (servebench/) installed editable, with the `book`, `test` and
@@ -116,6 +116,14 @@ def new(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Time the build: warm vs execute-off floor, cold vs floor + check time / cores, verify, serve edit."""
     _run_in_book(session, "python", "tools/bench_build.py", *session.posargs)
+
+
+@nox.session(venv_backend="none", requires=["book"], default=False)
+def scale(session: nox.Session) -> None:
+    """How the build grows with the book: generated books of 100, 500 and 1,000 problems, each figure against its
+    target (issue 32): warm build per page, serve's edit to page, the search index, balanced shards.
+    About 15 minutes on 2 cores. `nox -s scale -- --sizes 100 200 --skip shards` for a quick look."""
+    _run_in_book(session, "python", "tools/scale_book.py", *session.posargs)
 
 
 @nox.session(venv_backend="none", requires=["book"], default=False)

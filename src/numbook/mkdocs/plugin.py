@@ -228,8 +228,10 @@ class NumbookPlugin(BasePlugin[NumbookConfig]):
     def _search_view_in(self, context: Any, *, page: Page, config: MkDocsConfig, nav: Navigation) -> Any:
         self._shown = page.content
         if page.content is not None:
+            entry = self.book.entries.get(page.file.src_uri)
             page.content = search_view(page.content, report=page.file.src_uri == self.config.report
-                                       and page.file.generated_by == "numbook")
+                                       and page.file.generated_by == "numbook",
+                                       problem=entry is not None and entry.problem and not entry.failed)
         return context
 
     @event_priority(-100)  # ... and the page itself back, after it (numbook.mkdocs.searchview)

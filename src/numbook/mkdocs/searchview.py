@@ -15,7 +15,14 @@ view of the page instead of the page itself (and gives the page back afterwards,
 - what the page marks ``data-search-exclude`` (check output, quiz explanations, model answers) is left out
   whole (the theme's own reading of the mark stops at the first closing tag of the same name inside it);
 - on the run report, the folds and tables (hundreds of rows of check names, times and input values) are left
-  out; its summary stays findable.
+  out; its summary stays findable;
+- tables are left out on every page: rows of figures and names a reader scans on the page, not words to search
+  for (the index stays about the prose, and its size per page stays flat as pages grow tables);
+- on a problem page, the fixed sections that say the same kind of thing are read with the one before them, so a
+  page is a few entries, not fifteen: Given, Find and Strategy with the Statement (the page's first entry),
+  Check — sanity with Check — numeric, Draws on and Used by with the Variation. A reader's browser builds the
+  index from every entry when search first opens, and the number of entries costs as much as their words: for
+  a book of a thousand problems, 16,004 entries took 1.4 s here and 8,000 under 1 s.
 
 Every step is a function of the HTML alone, so a test gives HTML and reads the view.
 """
@@ -27,7 +34,7 @@ import re
 
 from numbook.html.plaintext import plain
 
-__all__ = ["search_view", "hidden_prefix"]
+__all__ = ["search_view", "hidden_prefix", "READ_WITH_THE_ONE_BEFORE"]
 
 _MATH = re.compile(r'(<(span|div) class="arithmatex">)\s*\\[(\[](.*?)\\[)\]]\s*(</\2>)', re.S)
 _HEADING = re.compile(r'<h([1-6])\b[^>]*\bid="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
@@ -121,11 +128,29 @@ def _drop(page: str, start: re.Pattern[str]) -> str:
 
 
 _MARKED = re.compile(r"<(?P<tag>[a-z][a-z0-9-]*)\b[^>]*\sdata-search-exclude\b[^>]*>")
-_REPORT = re.compile(r"<(?P<tag>details|table)\b")
+_REPORT = re.compile(r"<(?P<tag>details)\b")
 
 
-def search_view(page: str, *, report: bool = False) -> str:
+_TABLE = re.compile(r"<(?P<tag>table)\b")
+_H2 = re.compile(r'<h2\b([^>]*)>(.*?)</h2>', re.S)
+READ_WITH_THE_ONE_BEFORE = frozenset({"Given", "Find", "Strategy", "Check — sanity", "Draws on", "Used by"})
+"""The sections of a problem page that the search index reads with the section before them."""
+
+
+def _merged(page: str) -> str:
+    """A problem page with the headings of :data:`READ_WITH_THE_ONE_BEFORE` made paragraphs of their words: the
+    theme's search parser starts an entry at a heading (with an ``id``) and reads any heading's words as the title
+    of the entry it is in, so as paragraphs their sections join the entry before, their names as its text."""
+    def one(m: re.Match[str]) -> str:
+        title = _text(m.group(2))
+        return f"<p>{_html.escape(title, quote=False)}</p>" if title in READ_WITH_THE_ONE_BEFORE else m.group(0)
+    return _H2.sub(one, page)
+
+
+def search_view(page: str, *, report: bool = False, problem: bool = False) -> str:
     """The HTML of a page as the search index should read it (see the module's description)."""
     view = _MATH.sub(_math, page)
-    view = _drop(_drop(view, _MARKED), _CODE_CELL)
-    return _drop(view, _REPORT) if report else _folds(view)
+    view = _drop(_drop(_drop(view, _MARKED), _CODE_CELL), _TABLE)
+    if report:
+        return _drop(view, _REPORT)
+    return _folds(_merged(view) if problem else view)

@@ -85,3 +85,40 @@ def test_a_marked_element_is_left_out_whole_even_with_its_own_tag_inside() -> No
     page = ('<h1 id="a">A</h1><div class="nb-quiz__why" data-search-exclude=""><div><p>Inner.</p></div>'
             '<p>Still the explanation.</p></div><p>Prose.</p>')
     assert [e["text"] for e in entries(page)] == ["<p>Prose.</p>"]
+
+
+FIXED = """<h1 id="a01">I.1.A01 · Table 1</h1>
+<h2 id="statement">Statement<a class="headerlink" href="#statement">¶</a></h2><p>How large is the table?</p>
+<h2 id="given">Given<a class="headerlink" href="#given">¶</a></h2><p>V = 1,007 tokens.</p>
+<h2 id="find">Find</h2><p>The count.</p>
+<h2 id="strategy">Strategy</h2><p>Multiply.</p>
+<h2 id="step-1">Step 1 — the count</h2><p>Multiply the axes.</p>
+<table><thead><tr><th>table</th><th>MB</th></tr></thead><tbody><tr><td>this one</td><td>0.4</td></tr></tbody></table>
+<h2 id="check-numeric">Check — numeric</h2>
+<h2 id="check-sanity">Check — sanity</h2><ul><li>Bytes are four an element.</li></ul>
+<h2 id="where-this-breaks">Where this breaks</h2><p>Tied tables.</p>
+<h2 id="variation">Variation</h2><p>Double d.</p>
+<h2 id="draws-on">Draws on</h2><ul><li>I.1.A00</li></ul>
+<h2 id="used-by">Used by</h2><ul><li>I.1.A02</li></ul>
+"""
+
+
+def test_a_problem_pages_fixed_sections_are_read_with_the_one_before_and_tables_are_left_out() -> None:
+    got = entries(FIXED, problem=True)
+    assert [(e["location"], e["title"]) for e in got] == [
+        ("p/", "I.1.A01 · Table 1"), ("p/#statement", "Statement"), ("p/#step-1", "Step 1 — the count"),
+        ("p/#check-numeric", "Check — numeric"), ("p/#where-this-breaks", "Where this breaks"),
+        ("p/#variation", "Variation")]
+    text = {e["title"]: e["text"] for e in got}
+    assert text["Statement"] == ("<p>How large is the table?</p> <p>Given</p><p>V = 1,007 tokens.</p> "
+                                 "<p>Find</p><p>The count.</p> <p>Strategy</p><p>Multiply.</p>")
+    assert text["Check — numeric"] == "<p>Check — sanity</p><ul><li>Bytes are four an element.</li></ul>"
+    assert text["Variation"] == ("<p>Double d.</p> <p>Draws on</p><ul><li>I.1.A00</li></ul> "
+                                 "<p>Used by</p><ul><li>I.1.A02</li></ul>")
+    assert text["Step 1 — the count"] == "<p>Multiply the axes.</p>"      # the table is not in the index
+    assert "0.4" not in search_view(FIXED, problem=True)
+
+
+def test_another_page_keeps_every_section_its_own_entry() -> None:
+    titles = [e["title"] for e in entries(FIXED)]
+    assert titles[:4] == ["I.1.A01 · Table 1", "Statement", "Given", "Find"] and len(titles) == 12

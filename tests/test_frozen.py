@@ -377,16 +377,27 @@ print(f"{tbs:.2f} TB/s")
 BW, BW_FROZEN = "checks/bw.py", "checks/frozen/bw.json"
 
 
+_FROZEN_PROJECTS: dict[str, Path] = {}   # source -> a frozen project made once per test process, copied per test
+
+
 def bandwidth_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str = BANDWIDTH) -> Path:
     """A git checkout holding checks/bw.py and its frozen file, written by the real freeze code path from a run
-    on this CPU labelled as an H200 (FIXTURE); afterwards this process is a CPU machine again."""
-    root = project(tmp_path / "book", bw=source)
-    git_commit(root)
-    with monkeypatch.context() as m:
-        pretend_gpu(m)
-        written, failed = freeze.freeze_checks(Runner(root, cache_dir=None))
-    assert failed == []
-    assert written == [root / BW_FROZEN]
+    on this CPU labelled as an H200 (FIXTURE); afterwards this process is a CPU machine again. The freeze runs
+    once per test process (its own folder, which no test changes); each test gets a copy, .git and all."""
+    made = _FROZEN_PROJECTS.get(source)
+    if made is None or not made.is_dir():
+        made = tmp_path.parent / f"frozen-project-{len(_FROZEN_PROJECTS)}-{os.getpid()}"
+        root = project(made, bw=source)
+        made = root
+        git_commit(root)
+        with monkeypatch.context() as m:
+            pretend_gpu(m)
+            written, failed = freeze.freeze_checks(Runner(root, cache_dir=None))
+        assert failed == []
+        assert written == [root / BW_FROZEN]
+        _FROZEN_PROJECTS[source] = root
+    root = tmp_path / "book"
+    shutil.copytree(made, root, symlinks=True)
     monkeypatch.setenv("NUMBOOK_DEVICE", CPU)   # no GPU answers here: the check is replayed
     return root
 

@@ -37,3 +37,17 @@ def test_a_quick_check_answered_by_the_text_before_it_is_reported(tmp_path: Path
         "above; ask the reader to predict it, one step further"]
     page.write_text("---\ncheck: l.py\n---\n\nA product keeps the outer axes.\n\n" + quiz, encoding="utf-8")
     assert quiz_faults(book.add("l.md", page)) == []
+
+
+def test_a_page_without_front_matter_uses_the_checks_its_fences_and_claims_name(tmp_path: Path) -> None:
+    checks = tmp_path / "checks"
+    checks.mkdir()
+    for name in ("shown", "bound", "unused"):
+        (checks / f"{name}.py").write_text("import numbook.check\n", encoding="utf-8")
+    page = tmp_path / "docs" / "guide.md"
+    page.parent.mkdir()
+    page.write_text('# Guide\n\n```check path="shown.py"\n```\n\nIt is [[3|bound:n]].\n', encoding="utf-8")
+    book = Book(tmp_path)
+    book.add("guide.md", page)
+    assert [d.path for d in orphan_faults(book, checks)] == ["checks/unused.py"]
+

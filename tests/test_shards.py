@@ -191,6 +191,10 @@ def test_a_check_named_only_by_a_claim_is_in_a_shard(tiny: Path, capsys: pytest.
                     encoding="utf-8")
     assert main(["shards", "1", "--root", str(tiny), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["shards"][0]["checks"] == [A01, A02, "checks/i1_a09_other.py"]
+    (tiny / "checks/i1_a09_shown.py").write_text("print(1)\n", encoding="utf-8")   # on a page without front matter
+    (tiny / "docs/guide.md").write_text('# Guide\n\n```check path="i1_a09_shown.py"\n```\n', encoding="utf-8")
+    assert main(["shards", "1", "--root", str(tiny), "--json"]) == 0
+    assert "checks/i1_a09_shown.py" in json.loads(capsys.readouterr().out)["shards"][0]["checks"]
 
 
 def _copy(tmp_path: Path, name: str) -> Path:

@@ -362,10 +362,11 @@ def _plan(root: Path, layout: Layout, n: int) -> tuple[Plan, list[str], str]:
     Raises RuntimesError for a malformed record, ValueError for a bad N.
 
     The checks are every check a page uses, as the build runs them: a page's ``check:``, its ``check`` fences and
-    the checks its claims name (``[[8|other:name]]``), so that a build from the merged shards finds every result."""
+    the checks its claims name (``[[8|other:name]]``), on a page with front matter or without (the author guide
+    shows a check by a fence), so that a build from the merged shards finds every result."""
     book = Book.scan(root, root / layout.docs_dir, root / layout.problems_dir)
     checks_dir = root / layout.checks_dir
-    used = {c for e in book.entries.values() if e.meta is not None for c in used_checks(e)} | set(book.checks())
+    used = {c for e in book.entries.values() if not e.failed for c in used_checks(e)} | set(book.checks())
     names = sorted({relative(root, root / c if Path(c).parts[0] == checks_dir.name else checks_dir / c)
                     for c in used})
     path = checks_dir / RUNTIMES_FILE

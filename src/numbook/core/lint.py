@@ -204,11 +204,11 @@ def orphan_faults(book: Book, checks_dir: Path) -> list[Diagnostic]:
     checks_dir = checks_dir.resolve()
     used: set[str] = set()
     for entry in book.entries.values():
-        if entry.meta is not None:
-            used |= used_checks(entry)
-        elif entry.path in faulty:  # a page whose front matter failed still names its check
+        if entry.meta is None and entry.path in faulty:  # a page whose front matter failed still names its check
             named = split_front_matter((root / entry.path).read_text(encoding="utf-8"), entry.path).data.get("check")
             used |= {named} if isinstance(named, str) else set()
+        else:   # a page without front matter uses a check by a fence or a claim as much as one with it
+            used |= used_checks(entry)
     used = {u.removeprefix(checks_dir.name + "/") for u in used}
     for f in sorted(checks_dir.rglob("*.py")):
         rel = f.relative_to(checks_dir)

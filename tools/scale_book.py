@@ -136,7 +136,7 @@ theme:
   font: false
   features: {features}
 plugins:
-  - search
+  - search: {search}
   - numbook: {{timeout: 60}}
 markdown_extensions:
   - numbook
@@ -160,8 +160,8 @@ nav:
 """
 
 
-def project_theme() -> tuple[list[str], list[str], list[str]]:
-    """This project's theme features, stylesheets and scripts (read from its mkdocs.yml)."""
+def project_theme() -> tuple[list[str], list[str], list[str], dict[str, Any]]:
+    """This project's theme features, stylesheets, scripts and search options (read from its mkdocs.yml)."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -169,7 +169,9 @@ def project_theme() -> tuple[list[str], list[str], list[str]]:
 
     Loader.add_multi_constructor("", lambda loader, suffix, node: None)
     cfg = yaml.load((PROJECT / "mkdocs.yml").read_text(encoding="utf-8"), Loader=Loader)  # noqa: S506
-    return list(cfg["theme"].get("features", [])), list(cfg.get("extra_css", [])), list(cfg.get("extra_javascript", []))
+    search = next((p["search"] or {} for p in cfg.get("plugins", []) if isinstance(p, dict) and "search" in p), {})
+    return (list(cfg["theme"].get("features", [])), list(cfg.get("extra_css", [])),
+            list(cfg.get("extra_javascript", [])), dict(search))
 
 
 def wait_of(i: int) -> float:
@@ -190,11 +192,11 @@ def make_book(root: Path, n: int) -> None:
         shutil.rmtree(root)
     for d in ("docs", "problems", "checks"):
         (root / d).mkdir(parents=True)
-    features, css, js = project_theme()
+    features, css, js, search = project_theme()
     shutil.copytree(PROJECT / "overrides", root / "overrides")
     shutil.copytree(PROJECT / "docs" / "assets", root / "docs" / "assets")
     (root / "mkdocs.yml").write_text(MKDOCS.format(features=json.dumps(features), css=json.dumps(css),
-                                                   js=json.dumps(js)), encoding="utf-8")
+                                                   js=json.dumps(js), search=json.dumps(search)), encoding="utf-8")
     (root / "docs" / "index.md").write_text("# Scale test\n\nA generated book of embedding tables.\n", encoding="utf-8")
     chapters: dict[str, list[str]] = defaultdict(list)
     for i in range(n):
@@ -384,17 +386,21 @@ def shards(root: Path, n: int) -> dict[str, Any]:
             "shard_round_robin_ratio": balance(robin)}
 
 
-def this_book(base: Path, repeat: int) -> dict[str, Any]:
-    """This project's own book, copied with its result cache: pages and the warm strict build (median)."""
+def this_book(base: Path, repeat: int, search: bool) -> dict[str, Any]:
+    """This project's own book, copied with its result cache: pages, the warm strict build (median), the search
+    index and (``search``) its first search in Chromium, as for the generated books."""
     bench = load_bench()
     root = bench.copy_project(PROJECT, base / "this-book")
     print(f"scale: this book, copied to {root}", flush=True)
     builds = warm_builds(root, repeat)
     pages = sum(1 for _ in (root / "site").rglob("*.html")) - 1   # every page's index.html; not the 404
     index = (root / "site" / "search" / "search_index.json").stat().st_size
-    return {"pages": pages, "build_warm_s": statistics.median(builds), "build_warm_runs": builds,
-            "build_ms_per_page": 1000 * statistics.median(builds) / pages, "search_bytes": index,
-            "search_bytes_per_page": index / pages}
+    out = {"pages": pages, "build_warm_s": statistics.median(builds), "build_warm_runs": builds,
+           "build_ms_per_page": 1000 * statistics.median(builds) / pages, "search_bytes": index,
+           "search_bytes_per_page": index / pages}
+    if search:
+        out["search_load_s"] = search_load(root / "site", 5)
+    return out
 
 
 def machine() -> dict[str, Any]:
@@ -454,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         extra: dict[str, Any] = {"machine": machine()}
         if "book" not in args.skip:
-            extra["this_book"] = this_book(base, args.repeat)
+            extra["this_book"] = this_book(base, args.repeat, "search" not in args.skip)
         rows = [measure(base / f"book-{n}", n, args.repeat, args.profile) for n in sorted(args.sizes)]
         big = rows[-1]
         root = base / f"book-{big['problems']}"
@@ -494,7 +500,9 @@ def report(rows: list[dict[str, Any]], extra: dict[str, Any]) -> None:
     if "this_book" in extra:
         b = extra["this_book"]
         print(f"this book: {b['pages']} pages, warm build {b['build_warm_s']:.1f} s ({b['build_ms_per_page']:.0f} ms a "
-              f"page), search index {b['search_bytes_per_page'] / 1000:.1f} kB a page")
+              f"page), search index {b['search_bytes_per_page'] / 1000:.1f} kB a page"
+              + (f"; first search {statistics.median(b['search_load_s']):.2f} s (of "
+                 + ", ".join(f"{x:.2f}" for x in b["search_load_s"]) + ")" if "search_load_s" in b else ""))
     if len(rows) > 2:
         mid = rows[-2]
         def step(a: dict[str, Any], z: dict[str, Any]) -> float:

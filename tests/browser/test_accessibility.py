@@ -251,3 +251,41 @@ def test_a_notebook_cell_that_scrolls_takes_focus_and_shows_it(tab: Any) -> None
     ring = scroller.evaluate("e => [document.activeElement === e, getComputedStyle(e).outlineStyle,"
                              " parseFloat(getComputedStyle(e).outlineWidth)]")
     assert ring[0] and ring[1] == "solid" and ring[2] >= 2
+
+
+def test_on_a_phone_the_menu_button_opens_the_navigation_by_keyboard_and_a_closed_drawer_has_no_tab_stops(
+        browser: Any, base_url: str) -> None:
+    context = browser.new_context(viewport={"width": 390, "height": 844})
+    page = context.new_page()
+    page.goto(base_url + "problems/I.4.B07/", wait_until="load")
+    page.wait_for_function("() => window.numbookComponents !== undefined")
+    in_drawer = "() => !!document.activeElement.closest('.md-sidebar--primary')"
+    stops = []
+    for _ in range(30):                                   # closed: Tab never enters the drawer
+        page.keyboard.press("Tab")
+        stops.append(page.evaluate(in_drawer))
+        if page.evaluate("() => document.activeElement.matches('.md-header label[for=\"__drawer\"]')"):
+            break
+    assert not any(stops), "a Tab stop inside the closed navigation drawer"
+    assert page.evaluate("() => document.activeElement.getAttribute('aria-expanded')") == "false", \
+        "the menu button is no Tab stop (or does not say whether the navigation is open)"
+    page.keyboard.press("Enter")                           # opens it, and the focus goes into it
+    assert page.evaluate("() => document.getElementById('__drawer').checked")
+    assert page.evaluate(in_drawer)
+    page.wait_for_timeout(300)
+    assert page.locator(".md-sidebar--primary").evaluate("e => e.getBoundingClientRect().left >= 0")   # on screen
+    page.keyboard.press("Escape")                          # closes it, the focus back on the button
+    assert not page.evaluate("() => document.getElementById('__drawer').checked")
+    assert page.evaluate("() => document.activeElement.getAttribute('aria-expanded')") == "false"
+    context.close()
+
+
+def test_search_finds_a_word_that_stands_after_a_bracket(tab: Any) -> None:
+    # "(Touvron et al." in II.2.A03's Given: the theme's default separator made "(touvron" the word
+    page = tab.open("lessons/lesson-2/")
+    page.keyboard.press("/")
+    page.wait_for_function("() => document.activeElement.classList.contains('md-search__input')")
+    page.keyboard.type("Touvron")
+    page.locator(".md-search-result__item").first.wait_for(state="visible", timeout=15000)
+    links = page.locator(".md-search-result__item a").evaluate_all("els => els.map(e => e.getAttribute('href'))")
+    assert any("II.2.A03" in (h or "") for h in links), links

@@ -92,9 +92,60 @@
       if (!nav.hasAttribute("aria-label")) nav.setAttribute("aria-label", "Code block " + (i + 1));
     });
   }
+  /* 5. the navigation drawer on a narrow screen (below Material's 76.25em it slides in from the side): its menu
+        button is a Tab stop that opens it with Enter or Space, and names whether it is open; while it is closed
+        its links are inert (no Tab stop in a drawer no one sees); Escape closes it and gives the button the focus */
+  var NARROW = window.matchMedia("(max-width: 76.234375em)");
+  var MENU = '.md-header label[for="__drawer"]';
+  function drawer() {
+    var toggle = document.getElementById("__drawer");
+    if (!toggle) return;
+    var button = document.querySelector(MENU);
+    if (button) {
+      button.setAttribute("role", "button");
+      button.setAttribute("tabindex", "0");
+      if (!button.hasAttribute("aria-label")) button.setAttribute("aria-label", "Navigation");
+      button.setAttribute("aria-expanded", String(toggle.checked));
+    }
+    var sidebar = document.querySelector(".md-sidebar--primary");
+    if (sidebar) {
+      if (NARROW.matches && !toggle.checked) sidebar.setAttribute("inert", "");
+      else sidebar.removeAttribute("inert");
+    }
+  }
+  function setDrawer(open) {
+    var toggle = document.getElementById("__drawer");
+    if (!toggle || toggle.checked === open) return;
+    toggle.checked = open;
+    toggle.dispatchEvent(new Event("change", { bubbles: true }));   /* Material's own script follows the toggle */
+  }
+  document.addEventListener("keydown", function (ev) {
+    var onMenu = ev.target instanceof Element && ev.target.matches(MENU);
+    if (onMenu && (ev.key === "Enter" || ev.key === " ")) {
+      ev.preventDefault();
+      setDrawer(!document.getElementById("__drawer").checked);
+      if (document.getElementById("__drawer").checked) {
+        var first = document.querySelector(".md-sidebar--primary a[href]");
+        if (first) first.focus();
+      }
+    } else if (ev.key === "Escape" && NARROW.matches) {
+      var toggle = document.getElementById("__drawer");
+      if (toggle && toggle.checked) {
+        setDrawer(false);
+        var button = document.querySelector(MENU);
+        if (button) button.focus();
+      }
+    }
+  }, true);
+  document.addEventListener("change", function (ev) {
+    if (ev.target instanceof HTMLInputElement && ev.target.id === "__drawer") drawer();
+  }, true);
+  if (NARROW.addEventListener) NARROW.addEventListener("change", drawer);
+
   function pageChanged() {
     scrollers();
     codeNavs();
+    drawer();
   }
   function watch() {
     pageChanged();

@@ -49,7 +49,6 @@ for r in rows:
     warm.append(w)
     print(f"{n:>9,} {p:>6,} {w:>6.1f} ({span(r['build_warm_runs']):>11}) {1000 * w / p:>6.0f} ms "
           f"{r['search_bytes'] / 1e6:>10.2f} MB {r['search_bytes'] / p / 1e3:>6.2f} kB")
-value("per_page_ratio", (warm[-1] / pages[-1]) / (warm[0] / pages[0]))
 step_low = value("step_ms_low", 1000 * (warm[1] - warm[0]) / (pages[1] - pages[0]), unit="ms")
 step_high = value("step_ms_high", 1000 * (warm[2] - warm[1]) / (pages[2] - pages[1]), unit="ms")
 print(f"each page added costs {step_low:.1f} ms from {sizes[0]:,} to {sizes[1]:,} problems and {step_high:.1f} ms "
@@ -75,10 +74,10 @@ gen_mb = given("index_mb_1000", rows[-1]["search_bytes"] / 1e6, unit="MB")
 gen_s = given("search_load_s_1000", statistics.median(big["search_load_s"]), unit="s")
 book_mb = given("book_index_mb", book["search_bytes"] / 1e6, unit="MB")
 book_s = given("book_search_load_s", statistics.median(book["search_load_s"]), unit="s")
-gen_rate = value("search_s_per_mb", gen_s / gen_mb, unit="s")
-book_rate = value("book_search_s_per_mb", book_s / book_mb, unit="s")
-gen_kb = value("index_kb_per_page", 1000 * gen_mb / pages[-1], unit="kB")
-book_kb = value("book_index_kb_per_page", 1000 * book_mb / book_pages, unit="kB")
+gen_rate = gen_s / gen_mb   # seconds a megabyte of index, on each kind of page
+book_rate = book_s / book_mb
+gen_kb = 1000 * gen_mb / pages[-1]        # kB of index a page
+book_kb = 1000 * book_mb / book_pages
 load_10k = value("search_10k_s", gen_kb * pages_10k / 1000 * gen_rate, unit="s")
 load_10k_book = value("search_10k_book_s", book_kb * pages_10k / 1000 * book_rate, unit="s")
 pages_1s = value("pages_search_1s", round(1000 / (gen_kb * gen_rate)))
